@@ -1,0 +1,5 @@
+"""Allow ``python -m topicpulse``."""
+
+from topicpulse.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,106 @@
+"""Configuration: every setting comes from the environment or an optional ``.env`` file.
+
+The variable names are part of the product's interface and are documented in README.md.
+Validation happens once at start; a bad value raises ``ConfigError`` with one readable line.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+# Where AI/ML work lands on arXiv: the cs.* areas plus stat.ML and audio/speech.
+DEFAULT_CATEGORIES: tuple[str, ...] = (
+    "cs.AI", "cs.CL", "cs.LG", "cs.CV", "cs.IR", "cs.RO", "cs.NE", "cs.MA",
+    "cs.GT", "cs.HC", "cs.SD", "cs.SE", "cs.CR", "cs.CY", "cs.DB", "cs.DC",
+    "cs.DS", "cs.LO", "cs.PL", "cs.SI", "eess.AS", "eess.IV", "eess.SP", "eess.SY",
+    "stat.ML",
+)  # fmt: skip
+
+
+_CATEGORY = re.compile(r"[a-z][a-z-]*(\.[A-Za-z-]+)?")
+
+
+class ConfigError(Exception):
+    """A setting is missing or invalid; the message is one line meant for a human."""
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """All runtime settings. Field aliases are the environment variable names."""
+
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    )
+
+    telegram_bot_token: str | None = Field(
+        default=None, validation_alias=AliasChoices("TELEGRAM_BOT_TOKEN", "telegram_bot_token")
+    )
+    db: Path = Field(default=Path("topicpulse.db"), alias="TOPICPULSE_DB")
+    telegram_api_url: str = Field(
+        default="https://api.telegram.org/bot", alias="TOPICPULSE_TELEGRAM_API_URL"
+    )
+    arxiv_api_url: str = Field(
+        default="https://export.arxiv.org/api/query", alias="TOPICPULSE_ARXIV_API_URL"
+    )
+    categories: Annotated[list[str], NoDecode] = Field(
+        default=list(DEFAULT_CATEGORIES), alias="TOPICPULSE_CATEGORIES"
+    )
+    poll_seconds: float = Field(default=1800, gt=0, alias="TOPICPULSE_POLL_SECONDS")
+    arxiv_delay_seconds: float = Field(default=3.0, ge=0, alias="TOPICPULSE_ARXIV_DELAY_SECONDS")
+    backfill_weeks: int = Field(default=12, ge=0, le=520, alias="TOPICPULSE_BACKFILL_WEEKS")
+    admin_ids: Annotated[list[int], NoDecode] = Field(default=[], alias="TOPICPULSE_ADMIN_IDS")
+    # Less common knobs (documented in README, "advanced").
+    arxiv_page_size: int = Field(default=1000, ge=1, le=2000, alias="TOPICPULSE_ARXIV_PAGE_SIZE")
+    overlap_days: float = Field(default=7, gt=0, le=60, alias="TOPICPULSE_OVERLAP_DAYS")
+    arxiv_timeout_seconds: float = Field(default=60, gt=0, alias="TOPICPULSE_ARXIV_TIMEOUT_SECONDS")
+    arxiv_retries: int = Field(default=4, ge=0, le=20, alias="TOPICPULSE_ARXIV_RETRIES")
+
+    @field_validator("categories", "admin_ids", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("categories")
+    @classmethod
+    def _check_categories(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("give at least one arXiv category, e.g. cs.CL,cs.LG")
+        for cat in value:
+            if not _CATEGORY.fullmatch(cat):
+                raise ValueError(f"{cat!r} is not an arXiv category (e.g. cs.CL, stat.ML)")
+        return value
+
+    @field_validator("telegram_api_url", "arxiv_api_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} must start with http:// or https://")
+        return value
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read settings from the environment (and ``.env``), raising ``ConfigError`` on bad input."""
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = _env_name(str(first["loc"][0])) if first["loc"] else "configuration"
+        message = str(first["msg"]).removeprefix("Value error, ")
+        raise ConfigError(f"invalid {name}: {message}") from None
+
+
+def _env_name(field_or_alias: str) -> str:
+    field = Settings.model_fields.get(field_or_alias)
+    if field is not None and isinstance(field.alias, str):
+        return field.alias
+    return field_or_alias

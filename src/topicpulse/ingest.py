@@ -1,0 +1,245 @@
+"""Ingestion rounds: poll the arXiv API, backfill history, import saved responses.
+
+Every round is recorded in the store (``ingest_runs``) with its requests, new and updated
+papers, errors and duration. A round either stores everything it fetched in one transaction or
+stores nothing: a broken page never leaves a half-written round behind.
+
+Poll: newest-first by submission date, paging until the papers are older than the overlap
+window (default 7 days). Re-reading that window every round catches papers announced late
+(held in moderation, submitted before papers we already stored); the store dedupes them.
+Backfill: one date-ranged query per day, oldest day first, each day recorded as done in the
+same transaction as its papers, so an interrupted backfill resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from datetime import date, datetime, timedelta
+from pathlib import Path
+
+from topicpulse.arxiv import (
+    ArxivClient,
+    ArxivUnavailable,
+    FeedError,
+    FeedPage,
+    category_query,
+    date_range_query,
+    parse_feed,
+)
+from topicpulse.models import Paper, RunStats, UpsertResult, iso, utcnow
+from topicpulse.store import BackfillWindow, Store
+
+log = logging.getLogger(__name__)
+
+EMPTY_PAGE_RETRIES = 3  # the API sometimes answers an empty page although more results exist
+MAX_PAGES_PER_QUERY = 30  # arXiv serves at most 30,000 results of one query
+
+Progress = Callable[[int, int, str], None]  # (done, total, label)
+
+
+class RoundFailed(RuntimeError):
+    """An ingestion round stopped early; nothing of it was stored."""
+
+
+async def _fetch_all(
+    client: ArxivClient,
+    query: str,
+    *,
+    page_size: int,
+    sort_order: str,
+    stop_before: str | None = None,
+) -> list[Paper]:
+    """Page through one query. With ``stop_before`` (ISO time), stop once a page reaches
+    papers first published before it (the query must be sorted newest first)."""
+    papers: list[Paper] = []
+    start = 0
+    for _ in range(MAX_PAGES_PER_QUERY):
+        page = await _fetch_page(client, query, start, page_size, sort_order)
+        papers.extend(page.papers)
+        start += page.entries
+        if page.entries == 0 or start >= page.total_results:
+            break
+        if stop_before and page.papers and min(p.published for p in page.papers) < stop_before:
+            break
+    else:
+        log.warning("query %r has more than %d pages; stopped paging", query, MAX_PAGES_PER_QUERY)
+    return papers
+
+
+async def _fetch_page(
+    client: ArxivClient, query: str, start: int, page_size: int, sort_order: str
+) -> FeedPage:
+    """One page; an empty page while totalResults says there is more is asked for again."""
+    for attempt in range(EMPTY_PAGE_RETRIES + 1):
+        page = await client.search(query, start=start, max_results=page_size, sort_order=sort_order)
+        if page.entries > 0 or start >= page.total_results:
+            return page
+        log.warning(
+            "arXiv returned an empty page at start=%d although totalResults=%d (try %d)",
+            start, page.total_results, attempt + 1,
+        )  # fmt: skip
+    raise RoundFailed(
+        f"arXiv kept returning empty pages at start={start} (totalResults={page.total_results})"
+    )
+
+
+class Ingestor:
+    """Runs poll and backfill rounds for a set of categories against one store."""
+
+    def __init__(
+        self,
+        store: Store,
+        client: ArxivClient,
+        categories: Sequence[str],
+        *,
+        page_size: int = 1000,
+        overlap_days: float = 7,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self.store = store
+        self.client = client
+        self.categories = list(categories)
+        self.page_size = page_size
+        self.overlap = timedelta(days=overlap_days)
+        self.clock = clock
+        self._lock = asyncio.Lock()  # one round at a time (poll and backfill share arXiv)
+
+    @property
+    def categories_key(self) -> str:
+        return " ".join(sorted(self.categories))
+
+    async def poll(self) -> tuple[RunStats, UpsertResult]:
+        """One polling round: re-read the overlap window newest-first and store what is new."""
+        async with self._lock:
+            cutoff = iso(self.clock() - self.overlap)
+            query = category_query(self.categories)
+            return await self._round(
+                "poll",
+                lambda: _fetch_all(
+                    self.client, query, page_size=self.page_size,
+                    sort_order="descending", stop_before=cutoff,
+                ),
+            )  # fmt: skip
+
+    async def backfill(
+        self, weeks: float, progress: Progress | None = None
+    ) -> tuple[RunStats, list[int]]:
+        """Fetch the last ``weeks`` weeks day by day, skipping days already completed.
+
+        Returns the summed stats and the row ids of all papers it stored new. Stops at the first
+        failed day (the next call resumes there).
+        """
+        async with self._lock:
+            today = self.clock().date()
+            days = [today - timedelta(days=n) for n in range(round(weeks * 7), 0, -1)]
+            done = await self.store.completed_backfill_windows(self.categories_key)
+            todo = [d for d in days if d.isoformat() not in done]
+            total = RunStats(kind="backfill")
+            new_ids: list[int] = []
+            for index, day in enumerate(todo, start=1):
+                stats, result = await self._round(
+                    "backfill",
+                    lambda day=day: self._fetch_day(day),
+                    window=BackfillWindow(self.categories_key, day.isoformat(), day.isoformat()),
+                )
+                for name in ("requests", "new", "updated", "errors", "duration_s"):
+                    setattr(total, name, getattr(total, name) + getattr(stats, name))
+                new_ids.extend(result.new_ids)
+                if progress:
+                    progress(len(days) - len(todo) + index, len(days), day.isoformat())
+                if not stats.ok:
+                    total.ok, total.message = False, f"stopped at {day}: {stats.message}"
+                    break
+            return total, new_ids
+
+    async def _fetch_day(self, day: date) -> list[Paper]:
+        query = date_range_query(self.categories, day, day)
+        return await _fetch_all(
+            self.client, query, page_size=self.page_size, sort_order="ascending"
+        )
+
+    async def _round(
+        self,
+        kind: str,
+        fetch: Callable[[], Awaitable[list[Paper]]],
+        *,
+        window: BackfillWindow | None = None,
+    ) -> tuple[RunStats, UpsertResult]:
+        run_id = await self.store.start_run(kind)
+        stats = RunStats(kind=kind)
+        result = UpsertResult()
+        requests_before = self.client.requests
+        started = time.monotonic()
+        try:
+            papers = await fetch()
+            result = await self.store.upsert_papers(papers, window=window)
+            stats.new, stats.updated = result.new, result.updated
+        except (ArxivUnavailable, FeedError, RoundFailed) as exc:
+            stats.ok, stats.errors, stats.message = False, 1, str(exc)
+            log.error("%s round failed, nothing stored; will retry next round: %s", kind, exc)
+        stats.requests = self.client.requests - requests_before
+        stats.duration_s = time.monotonic() - started
+        await self.store.finish_run(run_id, stats)
+        if stats.ok:
+            log.info(
+                "%s round: %d requests, %d new, %d updated in %.1fs",
+                kind, stats.requests, stats.new, stats.updated, stats.duration_s,
+            )  # fmt: skip
+        return stats, result
+
+
+# ---------------------------------------------------------------------------------- import
+def papers_from_listing(lines: Iterable[str]) -> list[Paper]:
+    """Papers from a JSON-lines listing (one object per line with arxiv_id, title, abstract,
+    authors, categories, date), as in ``shared/arxiv-listings/papers.jsonl``. The listing date
+    stands in for the first-version date."""
+    papers = []
+    for line in lines:
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        categories = tuple(dict.fromkeys(record["categories"]))
+        stamp = f"{record['date']}T00:00:00Z"
+        papers.append(
+            Paper(
+                arxiv_id=record["arxiv_id"],
+                version=int(record.get("version", 1)),
+                title=" ".join(record["title"].split()),
+                abstract=" ".join(record.get("abstract", "").split()),
+                authors=tuple(record.get("authors", [])),
+                primary_category=categories[0] if categories else "",
+                categories=categories,
+                published=stamp,
+                updated=stamp,
+            )
+        )
+    return papers
+
+
+def read_papers_file(path: Path) -> list[Paper]:
+    """Papers from a saved arXiv API response (Atom XML) or a ``.jsonl`` listing."""
+    if path.suffix == ".jsonl":
+        with path.open(encoding="utf-8") as handle:
+            return papers_from_listing(handle)
+    return parse_feed(path.read_bytes()).papers
+
+
+async def import_files(store: Store, paths: Sequence[Path]) -> tuple[RunStats, UpsertResult]:
+    """Store the papers of saved files as one round. Raises OSError/ValueError before storing
+    anything if a file cannot be read or parsed."""
+    started = time.monotonic()
+    papers: list[Paper] = []
+    for path in paths:
+        papers.extend(await asyncio.to_thread(read_papers_file, path))
+    run_id = await store.start_run("import")
+    result = await store.upsert_papers(papers)
+    stats = RunStats(
+        kind="import", new=result.new, updated=result.updated,
+        duration_s=time.monotonic() - started, message=f"{len(paths)} file(s)",
+    )  # fmt: skip
+    await store.finish_run(run_id, stats)
+    return stats, result
