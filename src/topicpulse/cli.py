@@ -9,17 +9,24 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import sys
 from collections.abc import Callable
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
-from topicpulse import __version__
+from topicpulse import __version__, momentum
+from topicpulse import query as ql
 from topicpulse.arxiv import ArxivClient
+from topicpulse.charts import render_chart
 from topicpulse.config import ConfigError, Settings, load_settings
 from topicpulse.ingest import Ingestor, Progress, import_files
 from topicpulse.logs import setup_logging
+from topicpulse.models import StoredPaper, Topic, iso, utcnow
+from topicpulse.momentum import as_of_day
 from topicpulse.store import MigrationError, Store
+from topicpulse.topics import UnknownTopic, resolve_topic, sync_catalogue
 
 log = logging.getLogger("topicpulse")
 
@@ -134,6 +141,135 @@ async def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+# ---------------------------------------------------------------------------------- topics
+def _paper_json(p: StoredPaper) -> dict[str, object]:
+    return {
+        "arxiv_id": p.arxiv_id,
+        "title": p.title,
+        "published": p.published,
+        "url": p.url,
+        "categories": list(p.categories),
+    }
+
+
+def _as_of(value: str | None) -> datetime:
+    if not value:
+        return utcnow()
+    try:
+        return as_of_day(date.fromisoformat(value))
+    except ValueError:
+        raise CommandError(f"--as-of {value!r} is not a date: use YYYY-MM-DD") from None
+
+
+async def _topic_or_query(store: Store, args: argparse.Namespace) -> tuple[Topic | None, str]:
+    """``--topic NAME`` → the catalogue topic; a positional QUERY → its compiled FTS string."""
+    await sync_catalogue(store)
+    if args.topic:
+        try:
+            return await resolve_topic(store, args.topic), ""
+        except UnknownTopic as exc:
+            raise CommandError(str(exc)) from None
+    if not args.query:
+        raise CommandError("give a QUERY or --topic NAME")
+    try:
+        return None, ql.compile_query(args.query)
+    except ql.QueryError as exc:
+        raise CommandError(f"bad query: {exc}") from None
+
+
+def _print_json(value: object) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+async def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
+    async with await Store.open(settings.db) as store:
+        await sync_catalogue(store)
+        topics = await store.topics(kind="catalogue")
+    if args.json:
+        _print_json([{"name": t.name, "slug": t.slug, "query": t.query} for t in topics])
+    else:
+        for t in topics:
+            print(f"{t.name}  [{t.slug}]\n    {t.description}\n    {t.query}")
+    return 0
+
+
+async def cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
+    as_of = _as_of(args.as_of)
+    async with await Store.open(settings.db) as store:
+        topic, fts = await _topic_or_query(store, args)
+        papers = await store.matching_papers(
+            topic_id=topic.id if topic else None, fts=fts or None,
+            since=iso(as_of - timedelta(days=args.days)), until=iso(as_of),
+        )  # fmt: skip
+    query = topic.query if topic else args.query
+    if args.json:
+        _print_json(
+            {"query": query, "count": len(papers), "papers": [_paper_json(p) for p in papers]}
+        )
+        return 0
+    print(f"{len(papers)} papers in the {args.days} days before {iso(as_of)[:10]} for {query}")
+    for p in papers[: args.limit]:
+        print(f"  {p.published[:10]}  {p.arxiv_id:<12} {p.primary_category:<8} {p.title}")
+    return 0
+
+
+async def cmd_momentum(args: argparse.Namespace, settings: Settings) -> int:
+    as_of = _as_of(args.as_of)
+    async with await Store.open(settings.db) as store:
+        topic, fts = await _topic_or_query(store, args)
+        m = await momentum.compute(store, topic=topic, fts=fts or None, query=args.query or "",
+                                   as_of=as_of)  # fmt: skip
+    if args.chart:
+        Path(args.chart).write_bytes(render_chart(m))
+    if args.json:
+        _print_json(m.to_json())
+        return 0
+    print(f"{m.topic or m.query} (as of {iso(as_of)[:10]})")
+    print(momentum.headline(m))
+    print(f"{m.total} papers in all.  {momentum.sparkline([c for _, c in m.weekly])}  "
+          f"(weeks of {m.weekly[0][0]:%b %-d} … {m.weekly[-1][0]:%b %-d})")  # fmt: skip
+    if args.chart:
+        print(f"chart written to {args.chart}")
+    return 0
+
+
+async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
+    try:
+        fts = ql.compile_query(args.query)
+    except ql.QueryError as exc:
+        raise CommandError(f"bad query: {exc}") from None
+    async with await Store.open(settings.db) as store:
+        papers = await store.matching_papers(
+            fts=fts, limit=args.limit, order="newest" if args.newest else "relevance"
+        )
+        count = await store.count_matches(fts=fts)
+    if args.json:
+        _print_json(
+            {"query": args.query, "count": count, "papers": [_paper_json(p) for p in papers]}
+        )
+        return 0
+    print(f"{count} papers match {args.query}; showing {len(papers)}")
+    for p in papers:
+        print(f"  {p.published[:10]}  {p.arxiv_id:<12} {p.primary_category:<8} {p.title}")
+    return 0
+
+
+async def cmd_trending(args: argparse.Namespace, settings: Settings) -> int:
+    as_of = _as_of(args.as_of)
+    async with await Store.open(settings.db) as store:
+        await sync_catalogue(store)
+        ranked = await momentum.trending(store, as_of=as_of, min_volume=args.min_volume,
+                                         limit=args.limit)  # fmt: skip
+    if args.json:
+        _print_json([m.to_json() for m in ranked])
+        return 0
+    if not ranked:
+        print(f"no catalogue topic has {args.min_volume}+ papers in the last four weeks")
+    for m in ranked:
+        print(f"{m.topic}: {momentum.headline(m)}  {momentum.sparkline([c for _, c in m.weekly])}")
+    return 0
+
+
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.telegram_bot_token:
         raise CommandError("TELEGRAM_BOT_TOKEN is not set: get a token from @BotFather and set it")
@@ -176,6 +312,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("files", nargs="+", metavar="FILE")
     add("stats", cmd_stats, "papers stored, per category, last poll, database size")
+
+    topics = add("topics", cmd_topics, "list the catalogue of curated topics")
+    topics.add_argument("--json", action="store_true")
+
+    def topic_or_query(command: argparse.ArgumentParser) -> None:
+        command.add_argument(
+            "query", nargs="?", metavar="QUERY", help="a query, e.g. 'grpo AND llm'"
+        )
+        command.add_argument("--topic", metavar="NAME", help="a catalogue topic name or slug")
+        command.add_argument("--as-of", metavar="YYYY-MM-DD", help="end of that day (default: now)")
+        command.add_argument("--json", action="store_true")
+
+    preview = add("preview", cmd_preview, "papers a topic or query matches, newest first")
+    topic_or_query(preview)
+    preview.add_argument("--days", type=int, default=28, help="look back N days (default 28)")
+    preview.add_argument("--limit", type=int, default=20, help="lines to print (text output)")
+    mom = add("momentum", cmd_momentum, "4-week momentum and 12-week histogram")
+    topic_or_query(mom)
+    mom.add_argument("--chart", metavar="FILE.png", help="also write the chart as a PNG")
+    search = add("search", cmd_search, "full-text search, best matches first (BM25)")
+    search.add_argument("query", metavar="QUERY")
+    search.add_argument("--limit", type=int, default=10)
+    search.add_argument("--newest", action="store_true", help="newest first instead of best first")
+    search.add_argument("--json", action="store_true")
+    trend = add("trending", cmd_trending, "catalogue topics ranked by momentum")
+    trend.add_argument("--as-of", metavar="YYYY-MM-DD")
+    trend.add_argument("--min-volume", type=int, default=5, help="least papers in 4 weeks")
+    trend.add_argument("--limit", type=int, default=10)
+    trend.add_argument("--json", action="store_true")
     return parser
 
 

@@ -98,3 +98,75 @@ class RunStats:
     duration_s: float = 0.0
     ok: bool = True
     message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """A followable topic: a catalogue entry or a user's own query."""
+
+    id: int
+    kind: str  # "catalogue" or "custom"
+    slug: str | None
+    name: str
+    description: str
+    query: str
+    fts: str
+    active: bool = True
+    matched_through: int = 0
+
+    @property
+    def is_custom(self) -> bool:
+        return self.kind == "custom"
+
+
+@dataclass(frozen=True, slots=True)
+class SpikeEpisode:
+    id: int
+    topic_id: int
+    started_at: str
+    reason: str
+    last_4w: int
+    prev_4w: int
+    change_pct: float | None
+    quiet_since: str | None
+    ended_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Chat:
+    """A Telegram chat (private or group) and its delivery settings."""
+
+    chat_id: int
+    type: str
+    title: str | None
+    active: bool
+    paused: bool
+    mode: str  # "instant", "daily" or "weekly"
+    digest_time: str  # "HH:MM" in `timezone`
+    digest_weekday: int  # 0 = Monday
+    timezone: str
+    spikes: bool
+    next_digest_at: str | None
+
+    @property
+    def is_group(self) -> bool:
+        return self.type in ("group", "supergroup")
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    chat_id: int
+    topic: Topic
+    created_at: str
+
+
+@dataclass(frozen=True, slots=True)
+class OutboxItem:
+    """One pending delivery: a paper (with the chat's topics that matched it) or a spike."""
+
+    id: int
+    chat_id: int
+    kind: str  # "paper" or "spike"
+    paper_id: int | None
+    episode_id: int | None
+    attempts: int

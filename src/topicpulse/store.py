@@ -7,6 +7,7 @@ wraps them in ``BEGIN IMMEDIATE … COMMIT`` so a failed write leaves nothing ha
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import re
@@ -20,7 +21,19 @@ from typing import Any
 
 import aiosqlite
 
-from topicpulse.models import Paper, RunStats, StoredPaper, UpsertResult, iso, utcnow
+from topicpulse.models import (
+    Chat,
+    OutboxItem,
+    Paper,
+    RunStats,
+    SpikeEpisode,
+    StoredPaper,
+    Subscription,
+    Topic,
+    UpsertResult,
+    iso,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +87,10 @@ _PAPER_COLUMNS = (
 )
 
 
+def _prefixed(columns: str, alias: str) -> str:
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
 def _stored_paper(row: Sequence[Any]) -> StoredPaper:
     return StoredPaper(
         id=row[0],
@@ -120,7 +137,583 @@ def _newest_per_id(papers: Iterable[Paper]) -> dict[str, Paper]:
     return best
 
 
-class Store:
+# ====================================================================================== topics
+_TOPIC_COLUMNS = "id, kind, slug, name, description, query, fts, active, matched_through"
+
+
+def _topic(row: Sequence[Any]) -> Topic:
+    return Topic(
+        id=row[0], kind=row[1], slug=row[2], name=row[3], description=row[4], query=row[5],
+        fts=row[6], active=bool(row[7]), matched_through=row[8],
+    )  # fmt: skip
+
+
+def _episode(row: Sequence[Any]) -> SpikeEpisode:
+    return SpikeEpisode(*row)
+
+
+_EPISODE_COLUMNS = (
+    "id, topic_id, started_at, reason, last_4w, prev_4w, change_pct, quiet_since, ended_at"
+)
+
+
+class BatchIndex:
+    """An in-memory FTS5 index of a batch of papers, to run many topic queries over just them.
+
+    Matching a round's new papers against thousands of topics this way touches only the batch's
+    postings, so its cost grows with new papers and topics, not with the size of the store.
+    Synchronous on purpose: it runs in a worker thread (``asyncio.to_thread``).
+    """
+
+    def __init__(self, papers: Iterable[StoredPaper]) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE batch USING fts5(title, abstract, authors, categories,"
+            " tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        self._db.executemany(
+            "INSERT INTO batch (rowid, title, abstract, authors, categories) VALUES (?,?,?,?,?)",
+            (
+                (p.id, p.title, p.abstract, json.dumps(list(p.authors), ensure_ascii=False),
+                 " ".join(p.categories))
+                for p in papers
+            ),
+        )  # fmt: skip
+
+    def match(self, fts: str) -> list[int]:
+        return [
+            r[0] for r in self._db.execute("SELECT rowid FROM batch WHERE batch MATCH ?", (fts,))
+        ]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class TopicQueries:
+    """Mixin of topic, matching, momentum and search queries (part of ``Store``)."""
+
+    _conn: aiosqlite.Connection
+    _write: Any
+
+    async def max_paper_id(self) -> int:
+        async with self._conn.execute("SELECT coalesce(max(id), 0) FROM papers") as cur:
+            (value,) = await cur.fetchone()  # type: ignore[misc]
+        return int(value)
+
+    async def papers_after(self, paper_id: int, limit: int | None = None) -> list[StoredPaper]:
+        sql = f"SELECT {_PAPER_COLUMNS} FROM papers WHERE id > ? ORDER BY id"
+        args: tuple[Any, ...] = (paper_id,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (limit,)
+        async with self._conn.execute(sql, args) as cur:
+            return [_stored_paper(r) for r in await cur.fetchall()]
+
+    # ------------------------------------------------------------------ topic rows
+    async def upsert_catalogue_topic(
+        self, *, slug: str, name: str, description: str, query: str, normalised: str, fts: str
+    ) -> int:
+        """Insert or update a catalogue topic; a changed query re-matches all stored papers."""
+        async with self._write() as conn:
+            async with conn.execute("SELECT id, fts FROM topics WHERE slug = ?", (slug,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                cur = await conn.execute(
+                    "INSERT INTO topics (kind, slug, name, description, query, normalised, fts,"
+                    " created_at) VALUES ('catalogue', ?, ?, ?, ?, ?, ?, ?)",
+                    (slug, name, description, query, normalised, fts, iso(utcnow())),
+                )
+                topic_id, changed = int(cur.lastrowid or 0), True
+            else:
+                topic_id, changed = int(row[0]), row[1] != fts
+                await conn.execute(
+                    "UPDATE topics SET name=?, description=?, query=?, normalised=?, fts=?,"
+                    " active=1 WHERE id=?",
+                    (name, description, query, normalised, fts, topic_id),
+                )
+            if changed:
+                await self._rematch(conn, topic_id, fts)
+        return topic_id
+
+    async def deactivate_catalogue_topics(self, keep_slugs: Iterable[str]) -> int:
+        keep = list(keep_slugs)
+        marks = ",".join("?" * len(keep)) or "''"
+        async with self._write() as conn:
+            cur = await conn.execute(
+                f"UPDATE topics SET active = 0 WHERE kind = 'catalogue' AND active = 1"
+                f" AND slug NOT IN ({marks})",
+                keep,
+            )
+            return cur.rowcount
+
+    async def custom_topic(self, *, name: str, query: str, normalised: str, fts: str) -> int:
+        """The custom topic for this normalised query, created (and matched) if new."""
+        async with self._write() as conn:
+            async with conn.execute(
+                "SELECT id FROM topics WHERE kind = 'custom' AND normalised = ?", (normalised,)
+            ) as cur:
+                row = await cur.fetchone()
+            if row is not None:
+                return int(row[0])
+            cur = await conn.execute(
+                "INSERT INTO topics (kind, name, query, normalised, fts, created_at)"
+                " VALUES ('custom', ?, ?, ?, ?, ?)",
+                (name, query, normalised, fts, iso(utcnow())),
+            )
+            topic_id = int(cur.lastrowid or 0)
+            await self._rematch(conn, topic_id, fts)
+            return topic_id
+
+    async def refresh_topic_matches(self, topic: Topic) -> None:
+        """Bring a topic's matches up to date if they fell behind (e.g. unfollowed for a while)."""
+        if topic.matched_through >= await self.max_paper_id():
+            return
+        async with self._write() as conn:
+            await self._rematch(conn, topic.id, topic.fts)
+
+    @staticmethod
+    async def _rematch(conn: aiosqlite.Connection, topic_id: int, fts: str) -> None:
+        await conn.execute("DELETE FROM topic_papers WHERE topic_id = ?", (topic_id,))
+        await conn.execute(
+            "INSERT INTO topic_papers (topic_id, paper_id, published)"
+            " SELECT ?, p.id, p.published FROM papers_fts JOIN papers p ON p.id = papers_fts.rowid"
+            " WHERE papers_fts MATCH ?",
+            (topic_id, fts),
+        )
+        await conn.execute(
+            "UPDATE topics SET matched_through = (SELECT coalesce(max(id), 0) FROM papers)"
+            " WHERE id = ?",
+            (topic_id,),
+        )
+
+    async def topics(self, *, kind: str | None = None, active_only: bool = True) -> list[Topic]:
+        clauses, args = [], []
+        if kind:
+            clauses.append("kind = ?")
+            args.append(kind)
+        if active_only:
+            clauses.append("active = 1")
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        async with self._conn.execute(
+            f"SELECT {_TOPIC_COLUMNS} FROM topics {where} ORDER BY kind, name COLLATE NOCASE", args
+        ) as cur:
+            return [_topic(r) for r in await cur.fetchall()]
+
+    async def topic(self, topic_id: int) -> Topic | None:
+        async with self._conn.execute(
+            f"SELECT {_TOPIC_COLUMNS} FROM topics WHERE id = ?", (topic_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        return _topic(row) if row else None
+
+    async def live_topics(self) -> list[Topic]:
+        """Topics matched every round: the active catalogue and custom topics with followers."""
+        async with self._conn.execute(
+            f"SELECT {_TOPIC_COLUMNS} FROM topics t WHERE (kind = 'catalogue' AND active = 1)"
+            " OR (kind = 'custom' AND EXISTS (SELECT 1 FROM subscriptions s"
+            " WHERE s.topic_id = t.id)) ORDER BY id"
+        ) as cur:
+            return [_topic(r) for r in await cur.fetchall()]
+
+    async def record_matches(
+        self, matches: dict[int, list[int]], *, batch_after: int, batch_through: int
+    ) -> int:
+        """Record one round's matches and queue the alerts they cause, in one transaction.
+
+        ``matches`` maps topic id → matching paper ids among papers ``batch_after < id <=
+        batch_through``. Every live topic's ``matched_through`` moves to ``batch_through``. Each
+        (active, unpaused) chat following a matching topic gets one outbox row per paper it has
+        not had yet, for papers stored after it followed. Returns the outbox rows added.
+        """
+        now = iso(utcnow())
+        async with self._write() as conn:
+            for topic_id, paper_ids in matches.items():
+                await conn.executemany(
+                    "INSERT OR IGNORE INTO topic_papers (topic_id, paper_id, published)"
+                    " SELECT ?, id, published FROM papers WHERE id = ?",
+                    [(topic_id, pid) for pid in paper_ids],
+                )
+            if matches:
+                marks = ",".join("?" * len(matches))
+                await conn.execute(
+                    f"UPDATE topics SET matched_through = ? WHERE id IN ({marks})"
+                    " AND matched_through < ?",
+                    (batch_through, *matches, batch_through),
+                )
+            cur = await conn.execute(
+                "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at)"
+                " SELECT DISTINCT s.chat_id, 'paper', tp.paper_id, ? FROM topic_papers tp"
+                " JOIN subscriptions s ON s.topic_id = tp.topic_id"
+                " JOIN chats c ON c.chat_id = s.chat_id"
+                " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
+                " AND c.active = 1 AND c.paused = 0"
+                " ORDER BY tp.paper_id",
+                (now, batch_after, batch_through),
+            )
+            return max(cur.rowcount, 0)
+
+    async def paper_topics(
+        self, paper_ids: Sequence[int], kind: str | None = None
+    ) -> dict[int, list[Topic]]:
+        """Topics matching each paper (e.g. the catalogue tags shown under a paper)."""
+        found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
+        kind_clause = "AND t.kind = ?" if kind else ""
+        for start in range(0, len(paper_ids), _CHUNK):
+            chunk = list(paper_ids[start : start + _CHUNK])
+            marks = ",".join("?" * len(chunk))
+            async with self._conn.execute(
+                f"SELECT tp.paper_id, {_prefixed(_TOPIC_COLUMNS, 't')}"
+                f" FROM topic_papers tp JOIN topics t ON t.id = tp.topic_id"
+                f" WHERE tp.paper_id IN ({marks}) AND t.active = 1 {kind_clause}"
+                " ORDER BY t.name COLLATE NOCASE",
+                (*chunk, *([kind] if kind else [])),
+            ) as cur:
+                async for row in cur:
+                    found[row[0]].append(_topic(row[1:]))
+        return found
+
+    # ------------------------------------------------------------------ momentum and search
+    async def count_windows(self, edges: Sequence[str], *, topic_id: int | None = None,
+                            fts: str | None = None) -> list[int]:  # fmt: skip
+        """Papers first published in each window [edges[i], edges[i+1]) — of one topic, of an
+        FTS query, or of the whole store — in one indexed range scan."""
+        if len(edges) < 2:
+            return []
+        sums = ", ".join(
+            f"coalesce(sum(published >= ?{2 * i + 1} AND published < ?{2 * i + 2}), 0)"
+            for i in range(len(edges) - 1)
+        )
+        args: list[Any] = []
+        for lo, hi in itertools.pairwise(edges):
+            args += [lo, hi]
+        lo_mark, hi_mark = len(args) + 1, len(args) + 2
+        args += [min(edges), max(edges)]
+        if topic_id is not None:
+            source = f"topic_papers WHERE topic_id = ?{len(args) + 1} AND"
+            args.append(topic_id)
+        elif fts is not None:
+            source = (
+                f"papers WHERE id IN (SELECT rowid FROM papers_fts WHERE papers_fts MATCH"
+                f" ?{len(args) + 1}) AND"
+            )
+            args.append(fts)
+        else:
+            source = "papers WHERE"
+        sql = f"SELECT {sums} FROM {source} published >= ?{lo_mark} AND published < ?{hi_mark}"
+        async with self._conn.execute(sql, args) as cur:
+            row = await cur.fetchone()
+        return [int(v) for v in row] if row else []
+
+    async def count_matches(self, *, topic_id: int | None = None, fts: str | None = None) -> int:
+        if topic_id is not None:
+            sql, args = "SELECT count(*) FROM topic_papers WHERE topic_id = ?", (topic_id,)
+        else:
+            sql, args = "SELECT count(*) FROM papers_fts WHERE papers_fts MATCH ?", (fts,)
+        async with self._conn.execute(sql, args) as cur:
+            (value,) = await cur.fetchone()  # type: ignore[misc]
+        return int(value)
+
+    async def matching_papers(
+        self, *, topic_id: int | None = None, fts: str | None = None,
+        since: str | None = None, until: str | None = None, limit: int | None = None,
+        order: str = "newest",
+    ) -> list[StoredPaper]:  # fmt: skip
+        """Papers of a topic or an FTS query, newest first (or ``order="relevance"``: BM25,
+        title weighted ×10, for queries only), optionally within [since, until)."""
+        cols = _prefixed(_PAPER_COLUMNS, "p")
+        clauses: list[str] = []
+        args: list[Any] = []
+        if topic_id is not None:
+            source = "topic_papers tp JOIN papers p ON p.id = tp.paper_id"
+            clauses.append("tp.topic_id = ?")
+            args.append(topic_id)
+        else:
+            source = "papers_fts JOIN papers p ON p.id = papers_fts.rowid"
+            clauses.append("papers_fts MATCH ?")
+            args.append(fts)
+        if since:
+            clauses.append("p.published >= ?")
+            args.append(since)
+        if until:
+            clauses.append("p.published < ?")
+            args.append(until)
+        if order == "relevance" and topic_id is None:
+            order_by = "bm25(papers_fts, 10.0, 1.0, 3.0, 1.0), p.published DESC"
+        else:
+            order_by = "p.published DESC, p.id DESC"
+        sql = f"SELECT {cols} FROM {source} WHERE {' AND '.join(clauses)} ORDER BY {order_by}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        async with self._conn.execute(sql, args) as cur:
+            return [_stored_paper(r) for r in await cur.fetchall()]
+
+    # ------------------------------------------------------------------ spike episodes
+    async def open_episode(self, topic_id: int) -> SpikeEpisode | None:
+        async with self._conn.execute(
+            f"SELECT {_EPISODE_COLUMNS} FROM spike_episodes"
+            " WHERE topic_id = ? AND ended_at IS NULL",
+            (topic_id,),
+        ) as cur:
+            row = await cur.fetchone()
+        return _episode(row) if row else None
+
+    async def start_episode(
+        self, topic_id: int, *, at: str, reason: str, last_4w: int, prev_4w: int,
+        change_pct: float | None,
+    ) -> int:  # fmt: skip
+        """Open an episode and queue one spike alert per following chat with spikes on."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "INSERT INTO spike_episodes (topic_id, started_at, reason, last_4w, prev_4w,"
+                " change_pct) VALUES (?,?,?,?,?,?)",
+                (topic_id, at, reason, last_4w, prev_4w, change_pct),
+            )
+            episode_id = int(cur.lastrowid or 0)
+            await conn.execute(
+                "INSERT OR IGNORE INTO outbox (chat_id, kind, episode_id, created_at)"
+                " SELECT s.chat_id, 'spike', ?, ? FROM subscriptions s"
+                " JOIN chats c ON c.chat_id = s.chat_id"
+                " WHERE s.topic_id = ? AND c.active = 1 AND c.paused = 0 AND c.spikes = 1",
+                (episode_id, iso(utcnow()), topic_id),
+            )
+            return episode_id
+
+    async def set_episode_quiet(self, episode_id: int, quiet_since: str | None) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE spike_episodes SET quiet_since = ? WHERE id = ?", (quiet_since, episode_id)
+            )
+
+    async def end_episode(self, episode_id: int, at: str) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE spike_episodes SET ended_at = ? WHERE id = ?", (at, episode_id)
+            )
+
+    async def episode(self, episode_id: int) -> SpikeEpisode | None:
+        async with self._conn.execute(
+            f"SELECT {_EPISODE_COLUMNS} FROM spike_episodes WHERE id = ?", (episode_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        return _episode(row) if row else None
+
+
+# ======================================================================================= chats
+_CHAT_COLUMNS = (
+    "chat_id, type, title, active, paused, mode, digest_time, digest_weekday, timezone, spikes,"
+    " next_digest_at"
+)
+CHAT_SETTINGS = frozenset(
+    {"paused", "mode", "digest_time", "digest_weekday", "timezone", "spikes", "next_digest_at"}
+)
+
+
+def _chat(row: Sequence[Any]) -> Chat:
+    return Chat(
+        chat_id=row[0], type=row[1], title=row[2], active=bool(row[3]), paused=bool(row[4]),
+        mode=row[5], digest_time=row[6], digest_weekday=row[7], timezone=row[8],
+        spikes=bool(row[9]), next_digest_at=row[10],
+    )  # fmt: skip
+
+
+class ChatQueries:
+    """Mixin of chat, subscription and outbox queries (part of ``Store``)."""
+
+    _conn: aiosqlite.Connection
+    _write: Any
+
+    async def ensure_chat(self, chat_id: int, *, type: str = "private", title: str | None = None,
+                          reactivate: bool = False) -> Chat:  # fmt: skip
+        """The chat's row, created with default settings on first contact."""
+        now = iso(utcnow())
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO chats (chat_id, type, title, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (chat_id) DO UPDATE SET"
+                " type = excluded.type, title = coalesce(excluded.title, title),"
+                " active = CASE WHEN ? THEN 1 ELSE active END,"
+                " updated_at = excluded.updated_at",
+                (chat_id, type, title, now, now, int(reactivate)),
+            )
+        chat = await self.chat(chat_id)
+        assert chat is not None
+        return chat
+
+    async def chat(self, chat_id: int) -> Chat | None:
+        async with self._conn.execute(
+            f"SELECT {_CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
+        ) as cur:
+            row = await cur.fetchone()
+        return _chat(row) if row else None
+
+    async def update_chat(self, chat_id: int, **settings: Any) -> None:
+        unknown = set(settings) - CHAT_SETTINGS
+        if unknown:
+            raise ValueError(f"not chat settings: {sorted(unknown)}")
+        assignments = ", ".join(f"{name} = ?" for name in settings)
+        async with self._write() as conn:
+            await conn.execute(
+                f"UPDATE chats SET {assignments}, updated_at = ? WHERE chat_id = ?",
+                (*settings.values(), iso(utcnow()), chat_id),
+            )
+
+    async def deactivate_chat(self, chat_id: int, reason: str) -> int:
+        """Mark a chat inactive (blocked us, deleted) and drop its pending deliveries."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE chats SET active = 0, updated_at = ? WHERE chat_id = ?",
+                (iso(utcnow()), chat_id),
+            )
+            cur = await conn.execute(
+                "UPDATE outbox SET state = 'dropped', last_error = ?"
+                " WHERE chat_id = ? AND state = 'pending'",
+                (reason[:500], chat_id),
+            )
+            return cur.rowcount
+
+    async def migrate_chat(self, old_chat_id: int, new_chat_id: int) -> None:
+        """A group became a supergroup: move the chat (subscriptions, outbox) to its new id."""
+        async with self._write() as conn:
+            async with conn.execute("SELECT 1 FROM chats WHERE chat_id = ?", (new_chat_id,)) as cur:
+                exists = await cur.fetchone()
+            if exists:  # the new id already talked to us: keep its row, move what it lacks
+                await conn.execute(
+                    "INSERT OR IGNORE INTO subscriptions (chat_id, topic_id, after_paper_id,"
+                    " created_at) SELECT ?, topic_id, after_paper_id, created_at"
+                    " FROM subscriptions WHERE chat_id = ?",
+                    (new_chat_id, old_chat_id),
+                )
+                await conn.execute(
+                    "UPDATE OR IGNORE outbox SET chat_id = ? WHERE chat_id = ?",
+                    (new_chat_id, old_chat_id),
+                )
+                await conn.execute("DELETE FROM chats WHERE chat_id = ?", (old_chat_id,))
+            else:  # ON UPDATE CASCADE carries subscriptions and outbox along
+                await conn.execute(
+                    "UPDATE chats SET chat_id = ?, type = 'supergroup', updated_at = ?"
+                    " WHERE chat_id = ?",
+                    (new_chat_id, iso(utcnow()), old_chat_id),
+                )
+
+    # ------------------------------------------------------------------ subscriptions
+    async def subscribe(self, chat_id: int, topic_id: int) -> bool:
+        """Follow a topic; alerts start with papers stored after now. False if already followed."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "INSERT OR IGNORE INTO subscriptions (chat_id, topic_id, after_paper_id,"
+                " created_at) VALUES (?, ?, (SELECT coalesce(max(id), 0) FROM papers), ?)",
+                (chat_id, topic_id, iso(utcnow())),
+            )
+            return cur.rowcount > 0
+
+    async def unsubscribe(self, chat_id: int, topic_id: int) -> bool:
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "DELETE FROM subscriptions WHERE chat_id = ? AND topic_id = ?", (chat_id, topic_id)
+            )
+            return cur.rowcount > 0
+
+    async def subscriptions(self, chat_id: int) -> list[Subscription]:
+        async with self._conn.execute(
+            f"SELECT s.chat_id, s.created_at, {_prefixed(_TOPIC_COLUMNS, 't')}"
+            " FROM subscriptions s JOIN topics t ON t.id = s.topic_id"
+            " WHERE s.chat_id = ? ORDER BY s.created_at, t.name COLLATE NOCASE",
+            (chat_id,),
+        ) as cur:
+            return [Subscription(r[0], _topic(r[2:]), r[1]) for r in await cur.fetchall()]
+
+    async def count_subscriptions(self, chat_id: int) -> int:
+        async with self._conn.execute(
+            "SELECT count(*) FROM subscriptions WHERE chat_id = ?", (chat_id,)
+        ) as cur:
+            (value,) = await cur.fetchone()  # type: ignore[misc]
+        return int(value)
+
+    # ------------------------------------------------------------------ outbox
+    async def chats_with_pending(self, *, modes: Sequence[str], due_before: str | None = None,
+                                 limit: int = 1000) -> list[int]:  # fmt: skip
+        """Active, unpaused chats in one of ``modes`` with pending deliveries (digest chats only
+        once their ``next_digest_at`` is at or before ``due_before``)."""
+        marks = ",".join("?" * len(modes))
+        sql = (
+            "SELECT c.chat_id FROM chats c WHERE c.active = 1 AND c.paused = 0"
+            f" AND c.mode IN ({marks}) AND EXISTS (SELECT 1 FROM outbox o"
+            " WHERE o.chat_id = c.chat_id AND o.state = 'pending')"
+        )
+        args: list[Any] = list(modes)
+        if due_before is not None:
+            sql += " AND c.next_digest_at IS NOT NULL AND c.next_digest_at <= ?"
+            args.append(due_before)
+        sql += " ORDER BY (SELECT min(o.id) FROM outbox o WHERE o.chat_id = c.chat_id"
+        sql += " AND o.state = 'pending') LIMIT ?"
+        args.append(limit)
+        async with self._conn.execute(sql, args) as cur:
+            return [r[0] for r in await cur.fetchall()]
+
+    async def pending_for_chat(self, chat_id: int, limit: int = 500) -> list[OutboxItem]:
+        async with self._conn.execute(
+            "SELECT id, chat_id, kind, paper_id, episode_id, attempts FROM outbox"
+            " WHERE chat_id = ? AND state = 'pending' ORDER BY id LIMIT ?",
+            (chat_id, limit),
+        ) as cur:
+            return [OutboxItem(*r) for r in await cur.fetchall()]
+
+    async def mark_sent(self, outbox_ids: Sequence[int]) -> None:
+        now = iso(utcnow())
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1"
+                " WHERE id = ? AND state = 'pending'",
+                [(now, i) for i in outbox_ids],
+            )
+
+    async def mark_failed_attempt(self, outbox_ids: Sequence[int], error: str) -> None:
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                [(error[:500], i) for i in outbox_ids],
+            )
+
+    async def drop_outbox(self, outbox_ids: Sequence[int], reason: str) -> None:
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE outbox SET state = 'dropped', last_error = ? WHERE id = ?",
+                [(reason[:500], i) for i in outbox_ids],
+            )
+
+    async def chat_topics_for_papers(
+        self, chat_id: int, paper_ids: Sequence[int]
+    ) -> dict[int, list[Topic]]:
+        """For each paper, the topics this chat follows that match it (the alert's tags)."""
+        found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
+        for start in range(0, len(paper_ids), _CHUNK):
+            chunk = list(paper_ids[start : start + _CHUNK])
+            marks = ",".join("?" * len(chunk))
+            async with self._conn.execute(
+                f"SELECT tp.paper_id, {_prefixed(_TOPIC_COLUMNS, 't')} FROM topic_papers tp"
+                " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = ?"
+                f" JOIN topics t ON t.id = tp.topic_id WHERE tp.paper_id IN ({marks})"
+                " ORDER BY s.created_at",
+                (chat_id, *chunk),
+            ) as cur:
+                async for row in cur:
+                    found[row[0]].append(_topic(row[1:]))
+        return found
+
+    async def outbox_counts(self) -> dict[str, int]:
+        async with self._conn.execute("SELECT state, count(*) FROM outbox GROUP BY state") as cur:
+            return {r[0]: r[1] for r in await cur.fetchall()}
+
+    async def chat_counts(self) -> dict[str, int]:
+        async with self._conn.execute(
+            "SELECT sum(active), sum(1 - active), (SELECT count(*) FROM subscriptions) FROM chats"
+        ) as cur:
+            row = await cur.fetchone()
+        return {"active": row[0] or 0, "inactive": row[1] or 0, "subscriptions": row[2] or 0}  # type: ignore[index]
+
+
+class Store(TopicQueries, ChatQueries):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""
 
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:

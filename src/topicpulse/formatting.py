@@ -1,0 +1,172 @@
+"""Message texts in Telegram HTML: alerts, digests, momentum summaries, paper lists.
+
+Every dynamic string goes through ``esc``; every function returns texts that fit Telegram's
+limits (``MAX_MESSAGE`` for messages, ``MAX_CAPTION`` for photo captions), splitting long lists
+between papers — never inside a tag. Lengths are counted on the HTML source in UTF-16 code
+units, which is never less than what Telegram counts after parsing the entities.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from topicpulse.models import StoredPaper, Topic
+from topicpulse.momentum import Momentum, headline, sparkline
+
+MAX_MESSAGE = 4096
+MAX_CAPTION = 1024
+MAX_TITLE = 300
+MAX_NAME = 80
+SHOWN_AUTHORS = 3
+SHOWN_TAGS = 4
+
+
+def esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def tg_len(text: str) -> int:
+    """Length as Telegram counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def authors_line(authors: Sequence[str]) -> str:
+    shown = ", ".join(shorten(a, MAX_NAME) for a in authors[:SHOWN_AUTHORS])
+    more = len(authors) - SHOWN_AUTHORS
+    return esc(shown + (f" +{more}" if more > 0 else "")) if authors else "unknown authors"
+
+
+def topic_tags(topics: Sequence[Topic]) -> str:
+    names = [shorten(t.name, MAX_NAME) for t in topics[:SHOWN_TAGS]]
+    more = len(topics) - SHOWN_TAGS
+    return " · ".join(f"#{esc(n)}" for n in names) + (f" +{more}" if more > 0 else "")
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A paper for one chat, with the chat's topics that matched it."""
+
+    paper: StoredPaper
+    topics: Sequence[Topic]
+
+
+def paper_block(alert: Alert) -> str:
+    """One paper: linked bold title, authors, category · date, the chat's topic tags, PDF."""
+    p = alert.paper
+    lines = [
+        f'<b><a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a></b>',
+        authors_line(p.authors),
+        f'{esc(p.primary_category)} · {p.published[:10]} · <a href="{esc(p.pdf_url)}">PDF</a>',
+    ]
+    if alert.topics:
+        lines.append(topic_tags(alert.topics))
+    return "\n".join(lines)
+
+
+def pack(blocks: Iterable[str], *, header: str = "", limit: int = MAX_MESSAGE,
+         separator: str = "\n\n") -> list[str]:  # fmt: skip
+    """Join blocks into as few messages as fit in ``limit``, splitting only between blocks.
+    A block too long on its own (impossible for our blocks) is cut at a line boundary."""
+    messages: list[str] = []
+    current = header
+    for block in blocks:
+        candidate = f"{current}{separator}{block}" if current else block
+        if tg_len(candidate) <= limit:
+            current = candidate
+            continue
+        if current:
+            messages.append(current)
+        current = block if tg_len(block) <= limit else _cut_lines(block, limit)
+    if current and current != header:
+        messages.append(current)
+    return messages
+
+
+def _cut_lines(block: str, limit: int) -> str:
+    kept: list[str] = []
+    for line in block.split("\n"):
+        if tg_len("\n".join([*kept, line])) > limit - 2:
+            break
+        kept.append(line)
+    return "\n".join(kept) + "\n…"
+
+
+def alert_messages(alerts: Sequence[Alert]) -> list[str]:
+    """Instant alerts: what one round found for a chat, in as few messages as fit."""
+    header = "" if len(alerts) == 1 else f"🆕 <b>{len(alerts)} new papers</b>"
+    return pack((paper_block(a) for a in alerts), header=header)
+
+
+def digest_messages(alerts: Sequence[Alert], *, period: str) -> list[str]:
+    """A daily/weekly digest grouped by topic ("12 new in RL for Language Models"); each paper
+    once, under the first of the chat's topics that matched it. Empty → no messages."""
+    if not alerts:
+        return []
+    groups: dict[str, list[Alert]] = {}
+    for alert in alerts:
+        name = alert.topics[0].name if alert.topics else "Other"
+        groups.setdefault(name, []).append(alert)
+    blocks = [
+        f"📬 <b>Your {esc(period)} digest</b>: {len(alerts)} new paper{'s' * (len(alerts) != 1)}"
+    ]
+    for name, members in groups.items():
+        blocks.append(f"<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>")
+        blocks.extend(digest_line(a) for a in members)
+    return pack(blocks, separator="\n")
+
+
+def digest_line(alert: Alert) -> str:
+    p = alert.paper
+    first = (
+        shorten(p.authors[0], MAX_NAME) + (" et al." if len(p.authors) > 1 else "")
+        if p.authors
+        else ""
+    )
+    return (
+        f'• <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>'
+        f" — {esc(first)} · {esc(p.primary_category)}"
+    )
+
+
+def momentum_text(m: Momentum, *, name: str | None = None) -> str:
+    title = esc(shorten(name or m.topic or m.query, MAX_NAME))
+    spark = sparkline([c for _, c in m.weekly])
+    return f"📊 <b>{title}</b>\n{esc(headline(m))}\n{m.total} papers in all · 12 weeks: {spark}"
+
+
+def momentum_line(m: Momentum) -> str:
+    """One ranked line: name, 4-week count and change, sparkline."""
+    change = ("new" if m.last_4w else "—") if m.change_pct is None else f"{m.change_pct:+.0f}%"
+    spark = sparkline([c for _, c in m.weekly])
+    return f"{spark} <b>{esc(shorten(m.topic or m.query, MAX_NAME))}</b>: {m.last_4w} ({change})"
+
+
+def spike_caption(m: Momentum, reason: str) -> str:
+    # Bounded pieces (name ≤ 80, headline ≈ 110, reason ≤ 200) keep this far under MAX_CAPTION.
+    return (
+        f"📈 <b>{esc(shorten(m.topic or m.query, MAX_NAME))} is spiking</b>\n"
+        f"{esc(headline(m))}\n<i>{esc(shorten(reason, 200))}</i>"
+    )
+
+
+def paper_list(
+    papers: Sequence[StoredPaper], *, header: str, tags: dict[int, list[Topic]] | None = None
+) -> list[str]:
+    """A header and numbered compact paper entries (for /latest and /search)."""
+    blocks = [header]
+    for n, p in enumerate(papers, start=1):
+        line = (
+            f'{n}. <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>\n'
+            f"   {authors_line(p.authors)} · {esc(p.primary_category)} · {p.published[:10]}"
+        )
+        if tags and tags.get(p.id):
+            line += f"\n   {topic_tags(tags[p.id])}"
+        blocks.append(line)
+    return pack(blocks, separator="\n")

@@ -1,0 +1,233 @@
+"""Momentum: how a topic is moving — 4-week counts, change, share, 12-week histogram, spikes.
+
+All counts are over the papers' first-version date (``published``) and come straight from the
+store with indexed range counts, so they equal what ``preview`` lists for the same windows.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
+
+from topicpulse.models import Topic, iso, parse_iso, utcnow
+from topicpulse.store import Store
+
+WINDOW = timedelta(days=28)
+WEEKS = 12
+SPARK_BARS = "▁▂▃▄▅▆▇█"
+
+
+@dataclass(frozen=True, slots=True)
+class SpikeThresholds:
+    """When a topic spikes (defaults documented in README)."""
+
+    min_last_4w: int = 10  # rule 1: at least this many papers in the last 4 weeks …
+    min_change_pct: float = 50.0  # … and at least this much up on the 4 weeks before
+    min_sigma: float = 3.0  # rule 2: latest complete week ≥ mean + 3σ of the 8 weeks before
+    min_week_papers: int = 5  # … with at least this many papers that week
+    baseline_weeks: int = 8
+    rearm_days: int = 14  # an episode ends after the condition was false this long
+
+
+@dataclass(slots=True)
+class Momentum:
+    topic: str | None
+    query: str
+    as_of: datetime
+    last_4w: int
+    prev_4w: int
+    change_pct: float | None
+    share_pct: float
+    total: int
+    weekly: list[tuple[date, int]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "query": self.query,
+            "as_of": iso(self.as_of),
+            "last_4w": self.last_4w,
+            "prev_4w": self.prev_4w,
+            "change_pct": None if self.change_pct is None else round(self.change_pct, 1),
+            "share_pct": round(self.share_pct, 2),
+            "total": self.total,
+            "weekly": [{"week_start": w.isoformat(), "count": c} for w, c in self.weekly],
+        }
+
+
+def as_of_day(day: date) -> datetime:
+    """``--as-of YYYY-MM-DD`` means "at the end of that day" (UTC): the day's papers count."""
+    return datetime.combine(day + timedelta(days=1), time(), tzinfo=UTC)
+
+
+def week_starts(as_of: datetime, weeks: int = WEEKS) -> list[date]:
+    """The Monday-start weeks ending with the week that contains the instant before ``as_of``."""
+    last = (as_of - timedelta(microseconds=1)).date()
+    monday = last - timedelta(days=last.weekday())
+    return [monday - timedelta(weeks=n) for n in range(weeks - 1, -1, -1)]
+
+
+def _midnight(day: date) -> datetime:
+    return datetime.combine(day, time(), tzinfo=UTC)
+
+
+async def compute(
+    store: Store,
+    *,
+    topic: Topic | None = None,
+    fts: str | None = None,
+    query: str = "",
+    as_of: datetime | None = None,
+) -> Momentum:
+    """Momentum of a stored topic (by its matches) or of an FTS query (by the full-text index)."""
+    as_of = as_of or utcnow()
+    source = {"topic_id": topic.id} if topic else {"fts": fts}
+    prev, last = await store.count_windows(
+        [iso(as_of - 2 * WINDOW), iso(as_of - WINDOW), iso(as_of)], **source
+    )
+    (all_last,) = await store.count_windows([iso(as_of - WINDOW), iso(as_of)])
+    starts = week_starts(as_of)
+    edges = [iso(_midnight(w)) for w in starts] + [iso(as_of)]
+    weekly = await store.count_windows(edges, **source)
+    return Momentum(
+        topic=topic.name if topic else None,
+        query=topic.query if topic else query,
+        as_of=as_of,
+        last_4w=last,
+        prev_4w=prev,
+        change_pct=(last - prev) / prev * 100 if prev else None,
+        share_pct=last / all_last * 100 if all_last else 0.0,
+        total=await store.count_matches(**source),
+        weekly=list(zip(starts, weekly, strict=True)),
+    )
+
+
+# ---------------------------------------------------------------------------------- wording
+def _papers(n: int) -> str:
+    return f"{n} paper" if n == 1 else f"{n} papers"
+
+
+def _share(pct: float) -> str:
+    if pct == 0:
+        return "0%"
+    if pct < 0.1:
+        return "<0.1%"
+    return f"{pct:.1f}%" if pct < 10 else f"{pct:.0f}%"
+
+
+def headline(m: Momentum) -> str:
+    """The topic page's sentence: "36 papers in the last four weeks, up 71% on the four weeks
+    before. 0.4% of all new papers." """
+    if m.change_pct is None:
+        trend = (
+            "none in the four weeks before" if m.last_4w else "none in the four weeks before either"
+        )
+    elif round(m.change_pct) == 0:
+        trend = "level with the four weeks before"
+    elif m.change_pct > 0:
+        trend = f"up {round(m.change_pct)}% on the four weeks before"
+    else:
+        trend = f"down {round(-m.change_pct)}% on the four weeks before"
+    share = _share(m.share_pct)
+    return f"{_papers(m.last_4w)} in the last four weeks, {trend}. {share} of all new papers."
+
+
+def sparkline(counts: list[int]) -> str:
+    """One character per value, ▁ (lowest) … █ (highest); all-zero is a flat ▁ line."""
+    if not counts:
+        return ""
+    top = max(counts)
+    if top == 0:
+        return SPARK_BARS[0] * len(counts)
+    steps = len(SPARK_BARS) - 1
+    return "".join(SPARK_BARS[math.ceil(c / top * steps) if c else 0] for c in counts)
+
+
+# ---------------------------------------------------------------------------------- spikes
+@dataclass(frozen=True, slots=True)
+class SpikeCheck:
+    spiking: bool
+    reason: str
+
+
+def check_spike(m: Momentum, thresholds: SpikeThresholds = SpikeThresholds()) -> SpikeCheck:
+    """Is the topic spiking as of ``m.as_of``? (Either rule; see ``SpikeThresholds``.)"""
+    t = thresholds
+    if m.last_4w >= t.min_last_4w and m.change_pct is not None and m.change_pct >= t.min_change_pct:
+        return SpikeCheck(
+            True, f"4-week count up {round(m.change_pct)}% ({m.prev_4w} → {m.last_4w})"
+        )
+    counts = [c for _, c in m.weekly]
+    complete = counts if _week_complete(m) else counts[:-1]
+    if len(complete) > t.baseline_weeks:
+        latest, baseline = complete[-1], complete[-1 - t.baseline_weeks : -1]
+        mean, sigma = statistics.fmean(baseline), statistics.pstdev(baseline)
+        if latest >= t.min_week_papers and latest > mean and latest >= mean + t.min_sigma * sigma:
+            return SpikeCheck(
+                True,
+                f"last week {latest} papers vs {mean:.1f} ± {sigma:.1f}"
+                f" over the {t.baseline_weeks} weeks before",
+            )
+    return SpikeCheck(False, "")
+
+
+def _week_complete(m: Momentum) -> bool:
+    last_start = m.weekly[-1][0]
+    return m.as_of >= _midnight(last_start + timedelta(days=7))
+
+
+async def detect_spikes(
+    store: Store,
+    topics: list[Topic],
+    *,
+    now: datetime | None = None,
+    thresholds: SpikeThresholds = SpikeThresholds(),
+) -> list[int]:
+    """Open an episode for each topic that starts spiking (its followers' alerts are queued in
+    the same transaction), and close episodes whose condition has been false long enough.
+    Returns the ids of the episodes opened."""
+    now = now or utcnow()
+    opened: list[int] = []
+    for topic in topics:
+        m = await compute(store, topic=topic, as_of=now)
+        check = check_spike(m, thresholds)
+        episode = await store.open_episode(topic.id)
+        if check.spiking:
+            if episode is None:
+                opened.append(
+                    await store.start_episode(
+                        topic.id,
+                        at=iso(now),
+                        reason=check.reason,
+                        last_4w=m.last_4w,
+                        prev_4w=m.prev_4w,
+                        change_pct=m.change_pct,
+                    )
+                )
+            elif episode.quiet_since is not None:
+                await store.set_episode_quiet(episode.id, None)
+        elif episode is not None:
+            if episode.quiet_since is None:
+                await store.set_episode_quiet(episode.id, iso(now))
+            elif now - parse_iso(episode.quiet_since) >= timedelta(days=thresholds.rearm_days):
+                await store.end_episode(episode.id, iso(now))
+    return opened
+
+
+async def trending(
+    store: Store, *, as_of: datetime | None = None, min_volume: int = 5, limit: int = 10
+) -> list[Momentum]:
+    """Catalogue topics ranked by momentum: rising fastest first, among those with at least
+    ``min_volume`` papers in the last four weeks (ties broken by volume)."""
+    as_of = as_of or utcnow()
+    results = [
+        await compute(store, topic=t, as_of=as_of) for t in await store.topics(kind="catalogue")
+    ]
+    eligible = [m for m in results if m.last_4w >= min_volume]
+    eligible.sort(
+        key=lambda m: (m.change_pct if m.change_pct is not None else math.inf, m.last_4w),
+        reverse=True,
+    )
+    return eligible[:limit]
