@@ -70,8 +70,9 @@ def paper_block(alert: Alert) -> str:
     return "\n".join(lines)
 
 
-def pack(blocks: Iterable[str], *, header: str = "", limit: int = MAX_MESSAGE,
-         separator: str = "\n\n") -> list[str]:  # fmt: skip
+def pack(
+    blocks: Iterable[str], *, header: str = "", limit: int = MAX_MESSAGE, separator: str = "\n\n"
+) -> list[str]:
     """Join blocks into as few messages as fit in ``limit``, splitting only between blocks.
     A block too long on its own (impossible for our blocks) is cut at a line boundary."""
     messages: list[str] = []
@@ -89,6 +90,27 @@ def pack(blocks: Iterable[str], *, header: str = "", limit: int = MAX_MESSAGE,
     return messages
 
 
+def pack_keyed(
+    blocks: Iterable[tuple[str, int | None]], *, header: str = "", separator: str = "\n\n"
+) -> list[tuple[str, list[int]]]:
+    """Like ``pack``, for blocks that carry a key (a paper id, or None for a heading): returns
+    each message with the keys of the blocks it holds."""
+    messages: list[tuple[str, list[int]]] = []
+    current, keys = header, []
+    for block, key in blocks:
+        candidate = f"{current}{separator}{block}" if current else block
+        if tg_len(candidate) > MAX_MESSAGE and current:
+            messages.append((current, keys))
+            current, keys = "", []
+            candidate = block
+        current = candidate if tg_len(candidate) <= MAX_MESSAGE else _cut_lines(block, MAX_MESSAGE)
+        if key is not None:
+            keys.append(key)
+    if keys:
+        messages.append((current, keys))
+    return messages
+
+
 def _cut_lines(block: str, limit: int) -> str:
     kept: list[str] = []
     for line in block.split("\n"):
@@ -98,13 +120,18 @@ def _cut_lines(block: str, limit: int) -> str:
     return "\n".join(kept) + "\n…"
 
 
-def alert_messages(alerts: Sequence[Alert]) -> list[str]:
-    """Instant alerts: what one round found for a chat, in as few messages as fit."""
+def pack_alerts(alerts: Sequence[Alert]) -> list[tuple[str, list[int]]]:
+    """Instant alerts: what one round found for a chat, in as few messages as fit, each with
+    the ids of the papers it carries."""
     header = "" if len(alerts) == 1 else f"🆕 <b>{len(alerts)} new papers</b>"
-    return pack((paper_block(a) for a in alerts), header=header)
+    return pack_keyed(((paper_block(a), a.paper.id) for a in alerts), header=header)
 
 
-def digest_messages(alerts: Sequence[Alert], *, period: str) -> list[str]:
+def alert_messages(alerts: Sequence[Alert]) -> list[str]:
+    return [text for text, _ in pack_alerts(alerts)]
+
+
+def pack_digest(alerts: Sequence[Alert], *, period: str) -> list[tuple[str, list[int]]]:
     """A daily/weekly digest grouped by topic ("12 new in RL for Language Models"); each paper
     once, under the first of the chat's topics that matched it. Empty → no messages."""
     if not alerts:
@@ -113,13 +140,16 @@ def digest_messages(alerts: Sequence[Alert], *, period: str) -> list[str]:
     for alert in alerts:
         name = alert.topics[0].name if alert.topics else "Other"
         groups.setdefault(name, []).append(alert)
-    blocks = [
-        f"📬 <b>Your {esc(period)} digest</b>: {len(alerts)} new paper{'s' * (len(alerts) != 1)}"
-    ]
+    total = f"{len(alerts)} new paper{'s' * (len(alerts) != 1)}"
+    blocks: list[tuple[str, int | None]] = [(f"📬 <b>Your {esc(period)} digest</b>: {total}", None)]
     for name, members in groups.items():
-        blocks.append(f"<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>")
-        blocks.extend(digest_line(a) for a in members)
-    return pack(blocks, separator="\n")
+        blocks.append((f"\n<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>", None))
+        blocks.extend((digest_line(a), a.paper.id) for a in members)
+    return pack_keyed(blocks, separator="\n")
+
+
+def digest_messages(alerts: Sequence[Alert], *, period: str) -> list[str]:
+    return [text for text, _ in pack_digest(alerts, period=period)]
 
 
 def digest_line(alert: Alert) -> str:

@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,10 @@ from topicpulse.models import (
 log = logging.getLogger(__name__)
 
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
-_CHUNK = 500  # SQLite's default limit on bound variables is far above this
+_CHUNK = 500
+# A paper older than this (first version) is history, not news: backfilled papers are stored
+# and matched but never alerted. Generous enough for papers held in moderation for days.
+ALERT_MAX_AGE = timedelta(days=14)  # SQLite's default limit on bound variables is far above this
 
 
 class MigrationError(RuntimeError):
@@ -143,9 +147,16 @@ _TOPIC_COLUMNS = "id, kind, slug, name, description, query, fts, active, matched
 
 def _topic(row: Sequence[Any]) -> Topic:
     return Topic(
-        id=row[0], kind=row[1], slug=row[2], name=row[3], description=row[4], query=row[5],
-        fts=row[6], active=bool(row[7]), matched_through=row[8],
-    )  # fmt: skip
+        id=row[0],
+        kind=row[1],
+        slug=row[2],
+        name=row[3],
+        description=row[4],
+        query=row[5],
+        fts=row[6],
+        active=bool(row[7]),
+        matched_through=row[8],
+    )
 
 
 def _episode(row: Sequence[Any]) -> SpikeEpisode:
@@ -174,11 +185,16 @@ class BatchIndex:
         self._db.executemany(
             "INSERT INTO batch (rowid, title, abstract, authors, categories) VALUES (?,?,?,?,?)",
             (
-                (p.id, p.title, p.abstract, json.dumps(list(p.authors), ensure_ascii=False),
-                 " ".join(p.categories))
+                (
+                    p.id,
+                    p.title,
+                    p.abstract,
+                    json.dumps(list(p.authors), ensure_ascii=False),
+                    " ".join(p.categories),
+                )
                 for p in papers
             ),
-        )  # fmt: skip
+        )
 
     def match(self, fts: str) -> list[int]:
         return [
@@ -306,6 +322,14 @@ class TopicQueries:
             row = await cur.fetchone()
         return _topic(row) if row else None
 
+    async def followed_topics(self) -> list[Topic]:
+        """Topics at least one chat follows (spike detection runs on these)."""
+        async with self._conn.execute(
+            f"SELECT {_TOPIC_COLUMNS} FROM topics t WHERE EXISTS (SELECT 1 FROM subscriptions s"
+            " WHERE s.topic_id = t.id) ORDER BY id"
+        ) as cur:
+            return [_topic(r) for r in await cur.fetchall()]
+
     async def live_topics(self) -> list[Topic]:
         """Topics matched every round: the active catalogue and custom topics with followers."""
         async with self._conn.execute(
@@ -346,9 +370,9 @@ class TopicQueries:
                 " JOIN subscriptions s ON s.topic_id = tp.topic_id"
                 " JOIN chats c ON c.chat_id = s.chat_id"
                 " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
-                " AND c.active = 1 AND c.paused = 0"
+                " AND tp.published >= ? AND c.active = 1 AND c.paused = 0"
                 " ORDER BY tp.paper_id",
-                (now, batch_after, batch_through),
+                (now, batch_after, batch_through, iso(utcnow() - ALERT_MAX_AGE)),
             )
             return max(cur.rowcount, 0)
 
@@ -373,8 +397,9 @@ class TopicQueries:
         return found
 
     # ------------------------------------------------------------------ momentum and search
-    async def count_windows(self, edges: Sequence[str], *, topic_id: int | None = None,
-                            fts: str | None = None) -> list[int]:  # fmt: skip
+    async def count_windows(
+        self, edges: Sequence[str], *, topic_id: int | None = None, fts: str | None = None
+    ) -> list[int]:
         """Papers first published in each window [edges[i], edges[i+1]) — of one topic, of an
         FTS query, or of the whole store — in one indexed range scan."""
         if len(edges) < 2:
@@ -414,10 +439,15 @@ class TopicQueries:
         return int(value)
 
     async def matching_papers(
-        self, *, topic_id: int | None = None, fts: str | None = None,
-        since: str | None = None, until: str | None = None, limit: int | None = None,
+        self,
+        *,
+        topic_id: int | None = None,
+        fts: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
         order: str = "newest",
-    ) -> list[StoredPaper]:  # fmt: skip
+    ) -> list[StoredPaper]:
         """Papers of a topic or an FTS query, newest first (or ``order="relevance"``: BM25,
         title weighted ×10, for queries only), optionally within [since, until)."""
         cols = _prefixed(_PAPER_COLUMNS, "p")
@@ -459,9 +489,15 @@ class TopicQueries:
         return _episode(row) if row else None
 
     async def start_episode(
-        self, topic_id: int, *, at: str, reason: str, last_4w: int, prev_4w: int,
+        self,
+        topic_id: int,
+        *,
+        at: str,
+        reason: str,
+        last_4w: int,
+        prev_4w: int,
         change_pct: float | None,
-    ) -> int:  # fmt: skip
+    ) -> int:
         """Open an episode and queue one spike alert per following chat with spikes on."""
         async with self._write() as conn:
             cur = await conn.execute(
@@ -511,10 +547,18 @@ CHAT_SETTINGS = frozenset(
 
 def _chat(row: Sequence[Any]) -> Chat:
     return Chat(
-        chat_id=row[0], type=row[1], title=row[2], active=bool(row[3]), paused=bool(row[4]),
-        mode=row[5], digest_time=row[6], digest_weekday=row[7], timezone=row[8],
-        spikes=bool(row[9]), next_digest_at=row[10],
-    )  # fmt: skip
+        chat_id=row[0],
+        type=row[1],
+        title=row[2],
+        active=bool(row[3]),
+        paused=bool(row[4]),
+        mode=row[5],
+        digest_time=row[6],
+        digest_weekday=row[7],
+        timezone=row[8],
+        spikes=bool(row[9]),
+        next_digest_at=row[10],
+    )
 
 
 class ChatQueries:
@@ -523,8 +567,14 @@ class ChatQueries:
     _conn: aiosqlite.Connection
     _write: Any
 
-    async def ensure_chat(self, chat_id: int, *, type: str = "private", title: str | None = None,
-                          reactivate: bool = False) -> Chat:  # fmt: skip
+    async def ensure_chat(
+        self,
+        chat_id: int,
+        *,
+        type: str = "private",
+        title: str | None = None,
+        reactivate: bool = False,
+    ) -> Chat:
         """The chat's row, created with default settings on first contact."""
         now = iso(utcnow())
         async with self._write() as conn:
@@ -631,25 +681,43 @@ class ChatQueries:
         return int(value)
 
     # ------------------------------------------------------------------ outbox
-    async def chats_with_pending(self, *, modes: Sequence[str], due_before: str | None = None,
-                                 limit: int = 1000) -> list[int]:  # fmt: skip
-        """Active, unpaused chats in one of ``modes`` with pending deliveries (digest chats only
-        once their ``next_digest_at`` is at or before ``due_before``)."""
+    async def chats_with_pending(
+        self,
+        *,
+        modes: Sequence[str],
+        kind: str | None = None,
+        due_before: str | None = None,
+        limit: int = 1000,
+    ) -> list[int]:
+        """Active, unpaused chats in one of ``modes`` with pending deliveries (of ``kind`` if
+        given; digest chats only once their ``next_digest_at`` is at or before ``due_before``),
+        oldest pending first."""
         marks = ",".join("?" * len(modes))
+        kind_clause = " AND o.kind = ?" if kind else ""
+        args: list[Any] = [*([kind] if kind else []), *modes]
         sql = (
-            "SELECT c.chat_id FROM chats c WHERE c.active = 1 AND c.paused = 0"
-            f" AND c.mode IN ({marks}) AND EXISTS (SELECT 1 FROM outbox o"
-            " WHERE o.chat_id = c.chat_id AND o.state = 'pending')"
+            "SELECT o.chat_id FROM outbox o JOIN chats c ON c.chat_id = o.chat_id"
+            f" WHERE o.state = 'pending'{kind_clause} AND c.active = 1 AND c.paused = 0"
+            f" AND c.mode IN ({marks})"
         )
-        args: list[Any] = list(modes)
         if due_before is not None:
             sql += " AND c.next_digest_at IS NOT NULL AND c.next_digest_at <= ?"
             args.append(due_before)
-        sql += " ORDER BY (SELECT min(o.id) FROM outbox o WHERE o.chat_id = c.chat_id"
-        sql += " AND o.state = 'pending') LIMIT ?"
+        sql += " GROUP BY o.chat_id ORDER BY min(o.id) LIMIT ?"
         args.append(limit)
         async with self._conn.execute(sql, args) as cur:
             return [r[0] for r in await cur.fetchall()]
+
+    async def idle_digest_chats_due(self, now: str) -> list[Chat]:
+        """Digest chats whose digest time has come with no paper pending (nothing to send)."""
+        async with self._conn.execute(
+            f"SELECT {_CHAT_COLUMNS} FROM chats c WHERE mode IN ('daily', 'weekly')"
+            " AND next_digest_at IS NOT NULL AND next_digest_at <= ? AND NOT EXISTS (SELECT 1"
+            " FROM outbox o WHERE o.chat_id = c.chat_id AND o.state = 'pending'"
+            " AND o.kind = 'paper')",
+            (now,),
+        ) as cur:
+            return [_chat(r) for r in await cur.fetchall()]
 
     async def pending_for_chat(self, chat_id: int, limit: int = 500) -> list[OutboxItem]:
         async with self._conn.execute(

@@ -1,0 +1,1 @@
+"""The Telegram side of topicpulse: the Application, its jobs, command handlers and sender."""
