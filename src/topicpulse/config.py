@@ -15,11 +15,32 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 # Where AI/ML work lands on arXiv: the cs.* areas plus stat.ML and audio/speech.
 DEFAULT_CATEGORIES: tuple[str, ...] = (
-    "cs.AI", "cs.CL", "cs.LG", "cs.CV", "cs.IR", "cs.RO", "cs.NE", "cs.MA",
-    "cs.GT", "cs.HC", "cs.SD", "cs.SE", "cs.CR", "cs.CY", "cs.DB", "cs.DC",
-    "cs.DS", "cs.LO", "cs.PL", "cs.SI", "eess.AS", "eess.IV", "eess.SP", "eess.SY",
+    "cs.AI",
+    "cs.CL",
+    "cs.LG",
+    "cs.CV",
+    "cs.IR",
+    "cs.RO",
+    "cs.NE",
+    "cs.MA",
+    "cs.GT",
+    "cs.HC",
+    "cs.SD",
+    "cs.SE",
+    "cs.CR",
+    "cs.CY",
+    "cs.DB",
+    "cs.DC",
+    "cs.DS",
+    "cs.LO",
+    "cs.PL",
+    "cs.SI",
+    "eess.AS",
+    "eess.IV",
+    "eess.SP",
+    "eess.SY",
     "stat.ML",
-)  # fmt: skip
+)
 
 
 _CATEGORY = re.compile(r"[a-z][a-z-]*(\.[A-Za-z-]+)?")
@@ -64,6 +85,11 @@ class Settings(BaseSettings):
     overlap_days: float = Field(default=7, gt=0, le=60, alias="TOPICPULSE_OVERLAP_DAYS")
     arxiv_timeout_seconds: float = Field(default=60, gt=0, alias="TOPICPULSE_ARXIV_TIMEOUT_SECONDS")
     arxiv_retries: int = Field(default=4, ge=0, le=20, alias="TOPICPULSE_ARXIV_RETRIES")
+    # Spike detection (see momentum.SpikeThresholds).
+    spike_min_papers: int = Field(default=10, ge=1, alias="TOPICPULSE_SPIKE_MIN_PAPERS")
+    spike_min_change_pct: float = Field(default=50, gt=0, alias="TOPICPULSE_SPIKE_MIN_CHANGE_PCT")
+    spike_sigma: float = Field(default=3, gt=0, alias="TOPICPULSE_SPIKE_SIGMA")
+    spike_min_week_papers: int = Field(default=5, ge=1, alias="TOPICPULSE_SPIKE_MIN_WEEK_PAPERS")
 
     @field_validator("categories", "admin_ids", mode="before")
     @classmethod
