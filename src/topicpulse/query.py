@@ -292,7 +292,10 @@ def _lex(text: str) -> list[_Lexeme]:
                 raise QueryError("unclosed quote", i, 'add a closing " or remove this one')
             prefix = text.startswith("*", close + 1)
             end = close + 1 + prefix
-            lexemes.append(_Lexeme("phrase", i, end, text[i + 1 : close], prefix=prefix))
+            inside = text[i + 1 : close]
+            if inside.rstrip().endswith("*"):  # "group polic*" means the prefix form too
+                inside, prefix = inside.rstrip()[:-1], True
+            lexemes.append(_Lexeme("phrase", i, end, inside, prefix=prefix))
             i = end
         elif field := _FIELD.match(text, i):
             name = field.group(1).lower()

@@ -119,12 +119,9 @@ async def resolve_topic(store: Store, text: str, *, extra: list[Topic] | None = 
 async def custom_topic(store: Store, text: str) -> Topic:
     """The shared custom topic for a query (raises ``query.QueryError`` if malformed)."""
     node = ql.parse(text)
-    query_text = ql.unparse(node)
+    written = " ".join(text.split())  # shown to users as they wrote it (the first writer's)
     topic_id = await store.custom_topic(
-        name=" ".join(text.split()),
-        query=query_text,
-        normalised=ql.normalise(text),
-        fts=ql.to_fts(node),
+        name=written, query=written, normalised=ql.normalise(text), fts=ql.to_fts(node)
     )
     topic = await store.topic(topic_id)
     assert topic is not None
