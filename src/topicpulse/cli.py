@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import logging
+import sqlite3
 import sys
 from collections.abc import Callable
 from datetime import date, datetime, timedelta
@@ -76,14 +77,19 @@ async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 async def cmd_poll(args: argparse.Namespace, settings: Settings) -> int:
     async with await Store.open(settings.db) as store, _client(settings) as client:
         ingestor = Ingestor(
-            store, client, settings.categories,
-            page_size=settings.arxiv_page_size, overlap_days=settings.overlap_days,
-        )  # fmt: skip
+            store,
+            client,
+            settings.categories,
+            page_size=settings.arxiv_page_size,
+            overlap_days=settings.overlap_days,
+        )
         stats, _ = await ingestor.poll()
     if not stats.ok:
         raise CommandError(f"poll failed: {stats.message}")
-    print(f"poll: {stats.new} new, {stats.updated} updated, {stats.requests} request(s), "
-          f"{stats.duration_s:.1f}s")  # fmt: skip
+    print(
+        f"poll: {stats.new} new, {stats.updated} updated, {stats.requests} request(s), "
+        f"{stats.duration_s:.1f}s"
+    )
     return 0
 
 
@@ -91,9 +97,12 @@ async def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     weeks = settings.backfill_weeks if args.weeks is None else args.weeks
     async with await Store.open(settings.db) as store, _client(settings) as client:
         ingestor = Ingestor(
-            store, client, settings.categories,
-            page_size=settings.arxiv_page_size, overlap_days=settings.overlap_days,
-        )  # fmt: skip
+            store,
+            client,
+            settings.categories,
+            page_size=settings.arxiv_page_size,
+            overlap_days=settings.overlap_days,
+        )
         stats, _ = await ingestor.backfill(weeks, progress=_progress())
     if not stats.ok:
         raise CommandError(f"backfill interrupted (run it again to resume): {stats.message}")
@@ -198,9 +207,11 @@ async def cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     async with await Store.open(settings.db) as store:
         topic, fts = await _topic_or_query(store, args)
         papers = await store.matching_papers(
-            topic_id=topic.id if topic else None, fts=fts or None,
-            since=iso(as_of - timedelta(days=args.days)), until=iso(as_of),
-        )  # fmt: skip
+            topic_id=topic.id if topic else None,
+            fts=fts or None,
+            since=iso(as_of - timedelta(days=args.days)),
+            until=iso(as_of),
+        )
     query = topic.query if topic else args.query
     if args.json:
         _print_json(
@@ -217,8 +228,9 @@ async def cmd_momentum(args: argparse.Namespace, settings: Settings) -> int:
     as_of = _as_of(args.as_of)
     async with await Store.open(settings.db) as store:
         topic, fts = await _topic_or_query(store, args)
-        m = await momentum.compute(store, topic=topic, fts=fts or None, query=args.query or "",
-                                   as_of=as_of)  # fmt: skip
+        m = await momentum.compute(
+            store, topic=topic, fts=fts or None, query=args.query or "", as_of=as_of
+        )
     if args.chart:
         Path(args.chart).write_bytes(render_chart(m))
     if args.json:
@@ -226,8 +238,10 @@ async def cmd_momentum(args: argparse.Namespace, settings: Settings) -> int:
         return 0
     print(f"{m.topic or m.query} (as of {iso(as_of)[:10]})")
     print(momentum.headline(m))
-    print(f"{m.total} papers in all.  {momentum.sparkline([c for _, c in m.weekly])}  "
-          f"(weeks of {m.weekly[0][0]:%b %-d} … {m.weekly[-1][0]:%b %-d})")  # fmt: skip
+    print(
+        f"{m.total} papers in all.  {momentum.sparkline([c for _, c in m.weekly])}  "
+        f"(weeks of {m.weekly[0][0]:%b %-d} … {m.weekly[-1][0]:%b %-d})"
+    )
     if args.chart:
         print(f"chart written to {args.chart}")
     return 0
@@ -258,8 +272,9 @@ async def cmd_trending(args: argparse.Namespace, settings: Settings) -> int:
     as_of = _as_of(args.as_of)
     async with await Store.open(settings.db) as store:
         await sync_catalogue(store)
-        ranked = await momentum.trending(store, as_of=as_of, min_volume=args.min_volume,
-                                         limit=args.limit)  # fmt: skip
+        ranked = await momentum.trending(
+            store, as_of=as_of, min_volume=args.min_volume, limit=args.limit
+        )
     if args.json:
         _print_json([m.to_json() for m in ranked])
         return 0
@@ -356,12 +371,17 @@ def main(argv: list[str] | None = None) -> int:
         secrets=[settings.telegram_bot_token or ""],
     )
     try:
+        if not settings.db.parent.is_dir():  # sqlite would only say "unable to open database file"
+            raise CommandError(f"cannot open {settings.db}: folder {settings.db.parent} is missing")
         outcome = args.handler(args, settings)
         if asyncio.iscoroutine(outcome):
             outcome = asyncio.run(outcome)
         return int(outcome or 0)
     except (CommandError, MigrationError) as exc:
         print(f"topicpulse: {exc}", file=sys.stderr)
+        return 1
+    except sqlite3.Error as exc:  # e.g. TOPICPULSE_DB is not a database, or is read-only
+        print(f"topicpulse: database {settings.db}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("topicpulse: interrupted", file=sys.stderr)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from topicpulse.arxiv import (
     ArxivClient,
@@ -36,7 +37,7 @@ from topicpulse.store import BackfillWindow, Store
 log = logging.getLogger(__name__)
 
 EMPTY_PAGE_RETRIES = 3  # the API sometimes answers an empty page although more results exist
-MAX_PAGES_PER_QUERY = 30  # arXiv serves at most 30,000 results of one query
+MAX_RESULTS_PER_QUERY = 30_000  # arXiv serves at most the first 30,000 results of one query
 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
 
@@ -57,7 +58,7 @@ async def _fetch_all(
     papers first published before it (the query must be sorted newest first)."""
     papers: list[Paper] = []
     start = 0
-    for _ in range(MAX_PAGES_PER_QUERY):
+    while True:
         page = await _fetch_page(client, query, start, page_size, sort_order)
         papers.extend(page.papers)
         start += page.entries
@@ -65,8 +66,12 @@ async def _fetch_all(
             break
         if stop_before and page.papers and min(p.published for p in page.papers) < stop_before:
             break
-    else:
-        log.warning("query %r has more than %d pages; stopped paging", query, MAX_PAGES_PER_QUERY)
+        if start >= MAX_RESULTS_PER_QUERY:
+            log.warning(
+                "query %r has %d results; arXiv serves only the first %d, stopped paging",
+                query, page.total_results, MAX_RESULTS_PER_QUERY,
+            )  # fmt: skip
+            break
     return papers
 
 
@@ -172,18 +177,30 @@ class Ingestor:
         run_id = await self.store.start_run(kind)
         stats = RunStats(kind=kind)
         result = UpsertResult()
-        requests_before = self.client.requests
         started = time.monotonic()
-        try:
-            papers = await fetch()
-            result = await self.store.upsert_papers(papers, window=window)
-            stats.new, stats.updated = result.new, result.updated
-        except (ArxivUnavailable, FeedError, RoundFailed) as exc:
-            stats.ok, stats.errors, stats.message = False, 1, str(exc)
-            log.error("%s round failed, nothing stored; will retry next round: %s", kind, exc)
-        stats.requests = self.client.requests - requests_before
+        unexpected: Exception | None = None
+        # Counted per round, not as a difference of the client's total: another round may be
+        # using the same client at the same time.
+        with self.client.count_requests() as sent:
+            try:
+                papers = await fetch()
+                result = await self.store.upsert_papers(papers, window=window)
+                stats.new, stats.updated = result.new, result.updated
+            except (ArxivUnavailable, FeedError, RoundFailed) as exc:
+                stats.ok, stats.errors, stats.message = False, 1, str(exc)
+                log.error(
+                    "%s round failed, giving up for this round (nothing stored; the next round "
+                    "tries again): %s", kind, exc,
+                )  # fmt: skip
+            except Exception as exc:  # a bug or a store failure: record the round, then raise
+                stats.ok, stats.errors = False, 1
+                stats.message = f"{type(exc).__name__}: {exc}"
+                unexpected = exc
+            stats.requests = sent()
         stats.duration_s = time.monotonic() - started
         await self.store.finish_run(run_id, stats)
+        if unexpected is not None:
+            raise unexpected
         if stats.ok:
             log.info(
                 "%s round: %d requests, %d new, %d updated in %.1fs",
@@ -198,34 +215,44 @@ def papers_from_listing(lines: Iterable[str]) -> list[Paper]:
     authors, categories, date), as in ``shared/arxiv-listings/papers.jsonl``. The listing date
     stands in for the first-version date."""
     papers = []
-    for line in lines:
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        record = json.loads(line)
-        categories = tuple(dict.fromkeys(record["categories"]))
-        stamp = f"{record['date']}T00:00:00Z"
-        papers.append(
-            Paper(
-                arxiv_id=record["arxiv_id"],
-                version=int(record.get("version", 1)),
-                title=" ".join(record["title"].split()),
-                abstract=" ".join(record.get("abstract", "").split()),
-                authors=tuple(record.get("authors", [])),
-                primary_category=categories[0] if categories else "",
-                categories=categories,
-                published=stamp,
-                updated=stamp,
-            )
-        )
+        try:
+            papers.append(_listing_paper(json.loads(line)))
+        except KeyError as exc:
+            raise ValueError(f"line {number}: no {exc} field") from None
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ValueError(f"line {number}: {exc}") from None
     return papers
 
 
+def _listing_paper(record: dict[str, Any]) -> Paper:
+    categories = tuple(dict.fromkeys(record["categories"]))
+    stamp = f"{date.fromisoformat(record['date'])}T00:00:00Z"
+    return Paper(
+        arxiv_id=record["arxiv_id"],
+        version=int(record.get("version", 1)),
+        title=" ".join(record["title"].split()),
+        abstract=" ".join(record.get("abstract", "").split()),
+        authors=tuple(record.get("authors", [])),
+        primary_category=categories[0] if categories else "",
+        categories=categories,
+        published=stamp,
+        updated=stamp,
+    )
+
+
 def read_papers_file(path: Path) -> list[Paper]:
-    """Papers from a saved arXiv API response (Atom XML) or a ``.jsonl`` listing."""
-    if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
-            return papers_from_listing(handle)
-    return parse_feed(path.read_bytes()).papers
+    """Papers from a saved arXiv API response (Atom XML) or a ``.jsonl`` listing. Raises
+    ``ValueError`` naming the file (and line) when it cannot be parsed."""
+    try:
+        if path.suffix == ".jsonl":
+            with path.open(encoding="utf-8") as handle:
+                return papers_from_listing(handle)
+        return parse_feed(path.read_bytes()).papers
+    except ValueError as exc:  # includes FeedError and UnicodeDecodeError
+        raise ValueError(f"{path}: {exc}") from exc
 
 
 async def import_files(store: Store, paths: Sequence[Path]) -> tuple[RunStats, UpsertResult]:

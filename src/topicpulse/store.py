@@ -195,6 +195,8 @@ class BatchIndex:
                 for p in papers
             ),
         )
+        # one b-tree segment instead of many: prefix and phrase queries read far fewer pages
+        self._db.execute("INSERT INTO batch (batch) VALUES ('optimize')")
 
     def match(self, fts: str) -> list[int]:
         return [
@@ -351,11 +353,12 @@ class TopicQueries:
         """
         now = iso(utcnow())
         async with self._write() as conn:
-            for topic_id, paper_ids in matches.items():
+            rows = [(topic_id, pid) for topic_id, ids in matches.items() for pid in ids]
+            if rows:  # one call for all topics: thousands of topics, most without a match
                 await conn.executemany(
                     "INSERT OR IGNORE INTO topic_papers (topic_id, paper_id, published)"
                     " SELECT ?, id, published FROM papers WHERE id = ?",
-                    [(topic_id, pid) for pid in paper_ids],
+                    rows,
                 )
             if matches:
                 marks = ",".join("?" * len(matches))
@@ -793,13 +796,19 @@ class Store(TopicQueries, ChatQueries):
     @classmethod
     async def open(cls, path: str | Path, *, migrate: bool = True) -> Store:
         conn = await aiosqlite.connect(str(path), isolation_level=None)
-        await conn.execute("PRAGMA journal_mode=WAL")
-        await conn.execute("PRAGMA busy_timeout=10000")
-        await conn.execute("PRAGMA foreign_keys=ON")
-        await conn.execute("PRAGMA synchronous=NORMAL")
-        store = cls(conn, str(path))
-        if migrate:
-            await store.migrate()
+        try:
+            await conn.execute("PRAGMA journal_mode=WAL")
+            await conn.execute("PRAGMA busy_timeout=10000")
+            await conn.execute("PRAGMA foreign_keys=ON")
+            await conn.execute("PRAGMA synchronous=NORMAL")
+            store = cls(conn, str(path))
+            if migrate:
+                await store.migrate()
+        except BaseException:
+            # Not a database, or a failed migration: close, or aiosqlite's (non-daemon) worker
+            # thread keeps the process alive after the error is reported.
+            await conn.close()
+            raise
         return store
 
     async def close(self) -> None:

@@ -119,9 +119,11 @@ async def resolve_topic(store: Store, text: str, *, extra: list[Topic] | None = 
 async def custom_topic(store: Store, text: str) -> Topic:
     """The shared custom topic for a query (raises ``query.QueryError`` if malformed)."""
     node = ql.parse(text)
-    written = " ".join(text.split())  # shown to users as they wrote it (the first writer's)
     topic_id = await store.custom_topic(
-        name=written, query=written, normalised=ql.normalise(text), fts=ql.to_fts(node)
+        name=" ".join(text.split()),  # the first writer's spelling
+        query=ql.unparse(node),  # canonical; may exceed the input limit, never parsed again
+        normalised=ql.normalise(text),
+        fts=ql.to_fts(node),
     )
     topic = await store.topic(topic_id)
     assert topic is not None

@@ -1,0 +1,272 @@
+"""The SQLite store: migrations (idempotent, atomic), connection settings, the upsert rules for
+papers and versions, all-or-nothing batches, and the full-text index kept in step."""
+
+from __future__ import annotations
+
+import dataclasses
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from fake_arxiv import make_paper
+from topicpulse.models import RunStats
+from topicpulse.store import (
+    BackfillWindow,
+    Migration,
+    MigrationError,
+    Store,
+    load_migrations,
+    migrations_dir,
+)
+
+
+def schema(path: str | Path) -> list[tuple[str, str]]:
+    """Every table, index, trigger and view in the database: (type, name)."""
+    with sqlite3.connect(path) as db:
+        return db.execute(
+            "SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%' ORDER BY 1, 2"
+        ).fetchall()
+
+
+def applied(path: str | Path) -> list[tuple[int, str]]:
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT version, name FROM schema_migrations ORDER BY 1").fetchall()
+
+
+def fts_ids(path: str | Path, match: str) -> list[int]:
+    with sqlite3.connect(path) as db:
+        rows = db.execute(
+            "SELECT rowid FROM papers_fts WHERE papers_fts MATCH ? ORDER BY rowid", (match,)
+        )
+        return [r[0] for r in rows]
+
+
+# ---------------------------------------------------------------------------------- migrations
+async def test_migrations_on_a_fresh_database_then_idempotent(tmp_path: Path) -> None:
+    expected = load_migrations()
+    assert [m.version for m in expected][:1] == [1]
+    assert [m.version for m in expected] == sorted({m.version for m in expected})
+    path = tmp_path / "fresh.db"
+    async with await Store.open(path, migrate=False) as store:
+        first = await store.migrate()
+        assert first == [m.name for m in expected] and "0001_papers.sql" in first
+        after_first = schema(path)
+        assert await store.migrate() == []
+        assert await store.applied_migrations() == [m.version for m in expected]
+    assert schema(path) == after_first
+    assert applied(path) == [(m.version, m.name) for m in expected]
+    names = {name for _, name in after_first}
+    assert {"papers", "papers_fts", "ingest_runs", "backfill_windows", "schema_migrations"} <= names
+    assert {"papers_fts_insert", "papers_fts_update", "papers_fts_delete"} <= names
+
+    async with await Store.open(path) as again:  # opening migrates: nothing left to do
+        assert await again.migrate() == []
+    assert applied(path) == [(m.version, m.name) for m in expected]
+
+
+async def test_a_broken_migration_leaves_the_database_unchanged(tmp_path: Path) -> None:
+    path = tmp_path / "broken.db"
+    good = Migration(1, "0001_good.sql", "CREATE TABLE good (x INTEGER);")
+    broken = Migration(
+        2,
+        "0002_broken.sql",
+        "CREATE TABLE half_done (y INTEGER);\n"
+        "INSERT INTO good VALUES (1);\n"
+        "INSERT INTO no_such_table VALUES (1);\n"
+        "CREATE TABLE never (z INTEGER);",
+    )
+    async with await Store.open(path, migrate=False) as store:
+        with pytest.raises(MigrationError, match=r"0002_broken\.sql") as failure:
+            await store.migrate([good, broken])
+        assert "no_such_table" in str(failure.value)
+        assert await store.applied_migrations() == [1]
+        # The connection is usable afterwards (no transaction left open)...
+        assert await store.migrate([good]) == []
+        # ...and a fixed migration applies.
+        fixed = dataclasses.replace(broken, sql="CREATE TABLE half_done (y INTEGER);")
+        before_fix = schema(path)
+        assert ("table", "half_done") not in before_fix and ("table", "never") not in before_fix
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT count(*) FROM good").fetchone() == (0,)
+        assert await store.migrate([good, fixed]) == ["0002_broken.sql"]
+    assert ("table", "half_done") in schema(path)
+    assert applied(path) == [(1, "0001_good.sql"), (2, "0002_broken.sql")]
+
+
+async def test_syntax_error_in_a_migration_after_the_real_ones(tmp_path: Path) -> None:
+    path = tmp_path / "syntax.db"
+    real = load_migrations()
+    bad = Migration(
+        real[-1].version + 1, "9999_bad.sql", "CREATE TABLE ok_part (a);\nCREATE TABL x;"
+    )
+    async with await Store.open(path, migrate=False) as store:
+        with pytest.raises(MigrationError, match=r"9999_bad\.sql"):
+            await store.migrate([*real, bad])
+    # The real migrations (each its own transaction) stay applied; the bad one left nothing.
+    assert applied(path) == [(m.version, m.name) for m in real]
+    assert ("table", "ok_part") not in schema(path)
+
+
+def test_migration_files_are_validated(tmp_path: Path) -> None:
+    assert sorted(p.name for p in migrations_dir().glob("*.sql"))[0] == "0001_papers.sql"
+    (tmp_path / "0001_a.sql").write_text("SELECT 1;")
+    (tmp_path / "0001_b.sql").write_text("SELECT 1;")
+    with pytest.raises(MigrationError, match="share a number"):
+        load_migrations(tmp_path)
+    (tmp_path / "0001_b.sql").unlink()
+    (tmp_path / "add-column.sql").write_text("SELECT 1;")
+    with pytest.raises(MigrationError, match=r"NNNN_description\.sql"):
+        load_migrations(tmp_path)
+
+
+async def test_connection_uses_wal_and_foreign_keys(store: Store) -> None:
+    conn = store._conn
+    async with conn.execute("PRAGMA journal_mode") as cur:
+        assert await cur.fetchone() == ("wal",)
+    async with conn.execute("PRAGMA foreign_keys") as cur:
+        assert await cur.fetchone() == (1,)
+    await store.upsert_papers([make_paper("2605.00001", "2026-05-01T00:00:00Z")])
+    assert Path(f"{store.path}-wal").exists()
+    with sqlite3.connect(store.path) as db:  # WAL is a property of the file, seen by others too
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+# ---------------------------------------------------------------------------------- upserts
+async def test_upsert_new_same_newer_older(store: Store) -> None:
+    v1 = make_paper("2605.00001", "2026-05-01T10:00:00Z", title="Sparse attention for parsing")
+    other = make_paper("2605.00002", "2026-05-01T11:00:00Z")
+
+    first = await store.upsert_papers([v1, other])
+    assert (first.new, first.updated, first.unchanged) == (2, 0, 0)
+    row = await store.get_paper("2605.00001")
+    assert row is not None and first.new_ids[0] == row.id and first.new_ids == sorted(first.new_ids)
+
+    same = await store.upsert_papers([v1])
+    assert (same.new, same.updated, same.unchanged) == (0, 0, 1)
+
+    v2 = dataclasses.replace(
+        v1, version=2, title="Dense attention for parsing", updated="2026-05-08T09:00:00Z"
+    )
+    newer = await store.upsert_papers([v2])
+    assert (newer.new, newer.updated, newer.unchanged) == (0, 1, 0)
+    after = await store.get_paper("2605.00001")
+    assert after is not None
+    assert (after.id, after.version, after.title, after.updated) == (
+        row.id, 2, "Dense attention for parsing", "2026-05-08T09:00:00Z",
+    )  # fmt: skip
+    assert after.stored_at == row.stored_at
+
+    older = await store.upsert_papers([v1])
+    assert (older.new, older.updated, older.unchanged) == (0, 0, 1)
+    kept = await store.get_paper("2605.00001")
+    assert kept is not None and (kept.version, kept.title) == (2, "Dense attention for parsing")
+    assert await store.count_papers() == 2
+
+
+async def test_same_version_with_new_metadata_is_an_update(store: Store) -> None:
+    paper = make_paper("2605.00005", "2026-05-01T10:00:00Z")
+    await store.upsert_papers([paper])
+    with_doi = dataclasses.replace(paper, doi="10.1000/xyz", categories=("cs.CL", "cs.AI"))
+    result = await store.upsert_papers([with_doi])
+    assert (result.new, result.updated) == (0, 1)
+    stored = await store.get_paper("2605.00005")
+    assert stored is not None and (stored.doi, stored.categories) == (
+        "10.1000/xyz", ("cs.CL", "cs.AI"),
+    )  # fmt: skip
+
+
+async def test_duplicate_ids_inside_one_batch(store: Store) -> None:
+    v1 = make_paper("2605.00009", "2026-05-01T10:00:00Z", title="First")
+    v3 = dataclasses.replace(v1, version=3, title="Third", updated="2026-05-09T00:00:00Z")
+    v2 = dataclasses.replace(v1, version=2, title="Second", updated="2026-05-05T00:00:00Z")
+    result = await store.upsert_papers([v1, v3, v2, v1])
+    assert (result.new, result.updated, len(result.new_ids)) == (1, 0, 1)
+    stored = await store.get_paper("2605.00009")
+    assert stored is not None and (stored.version, stored.title) == (3, "Third")
+    assert await store.count_papers() == 1
+
+
+async def test_large_batches_and_round_trip_of_every_field(store: Store) -> None:
+    papers = [
+        make_paper(
+            f"2605.{i:05d}",
+            f"2026-05-{1 + i % 28:02d}T10:00:00Z",
+            categories=("cs.CL", "cs.LG") if i % 2 else ("cs.AI",),
+            authors=(f"Author {i}", "Zoë Ñandú"),
+            comment=f"{i} pages" if i % 3 else None,
+            journal_ref="J. Test 1" if i % 5 == 0 else None,
+            doi=f"10.1/{i}" if i % 7 == 0 else None,
+        )
+        for i in range(1200)  # more than one chunk of ids in every IN (...) query
+    ]
+    first = await store.upsert_papers(papers)
+    assert first.new == 1200 and len(set(first.new_ids)) == 1200
+    again = await store.upsert_papers(reversed(papers))
+    assert (again.new, again.updated, again.unchanged) == (0, 0, 1200)
+    by_id = await store.papers_by_ids(first.new_ids)
+    for paper, row in zip(papers, by_id, strict=True):
+        assert row.arxiv_id == paper.arxiv_id
+        fields = {f.name: getattr(paper, f.name) for f in dataclasses.fields(paper)}
+        assert {name: getattr(row, name) for name in fields} == fields
+
+
+async def test_a_failing_batch_stores_nothing(store: Store) -> None:
+    good = make_paper("2605.00001", "2026-05-01T10:00:00Z")
+    bad = dataclasses.replace(make_paper("2605.00002", "2026-05-01T10:00:00Z"), version=0)
+    window = BackfillWindow("cs.CL", "2026-05-01", "2026-05-01")
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.upsert_papers([good, bad], window=window)
+    assert await store.count_papers() == 0
+    assert await store.completed_backfill_windows("cs.CL") == set()
+    result = await store.upsert_papers([good], window=window)  # the store is still writable
+    assert result.new == 1
+    assert await store.completed_backfill_windows("cs.CL") == {"2026-05-01"}
+
+
+# ---------------------------------------------------------------------------------- FTS
+async def test_fts_index_follows_inserts_and_updates(store: Store) -> None:
+    v1 = make_paper(
+        "2605.00001", "2026-05-01T10:00:00Z", title="Quantum annealing schedules",
+        abstract="We study annealers.", authors=("Grace Hopper",),
+    )  # fmt: skip
+    other = make_paper("2605.00002", "2026-05-01T11:00:00Z", title="Tokenizer drift")
+    result = await store.upsert_papers([v1, other])
+    paper_id = result.new_ids[0]
+    assert fts_ids(store.path, "annealing") == [paper_id]
+    assert fts_ids(store.path, "title:tokenizer") == [result.new_ids[1]]
+    assert fts_ids(store.path, "hopper") == [paper_id]  # authors are indexed too
+
+    v2 = dataclasses.replace(
+        v1, version=2, title="Photonic reservoir computing", updated="2026-05-03T00:00:00Z",
+        abstract="We study reservoirs.",
+    )  # fmt: skip
+    await store.upsert_papers([v2])
+    assert fts_ids(store.path, "annealing") == []
+    assert fts_ids(store.path, "annealers") == []
+    assert fts_ids(store.path, "photonic") == [paper_id]
+    assert fts_ids(store.path, "reservoir") == [paper_id]  # porter stemming: reservoirs
+    with sqlite3.connect(store.path) as db:  # the index agrees with its content table
+        db.execute("INSERT INTO papers_fts (papers_fts, rank) VALUES ('integrity-check', 1)")
+
+
+# ---------------------------------------------------------------------------------- runs
+async def test_run_records(store: Store) -> None:
+    assert await store.last_run() is None
+    run_id = await store.start_run("poll")
+    running = await store.last_run("poll")
+    assert running is not None and running["id"] == run_id and running["ok"] is None
+    stats = RunStats(kind="poll", requests=3, new=2, updated=1, errors=0, duration_s=1.23456)
+    await store.finish_run(run_id, stats)
+    done = await store.last_run("poll")
+    assert done is not None
+    assert (done["requests"], done["new"], done["updated"], done["errors"], done["ok"]) == (
+        3, 2, 1, 0, 1,
+    )  # fmt: skip
+    assert done["duration_s"] == 1.235 and done["finished_at"] >= done["started_at"]
+    failed = await store.start_run("backfill")
+    await store.finish_run(failed, RunStats(kind="backfill", errors=1, ok=False, message="x"))
+    assert (await store.last_run())["id"] == failed  # type: ignore[index]
+    assert await store.recent_run_errors("2000-01-01T00:00:00Z") == 1
+    with pytest.raises(sqlite3.IntegrityError):
+        await store.start_run("nonsense")
