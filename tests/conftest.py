@@ -21,10 +21,8 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test reads the developer's .env or environment, or writes to the working folder."""
     for name in list(os.environ):
         if (
-            (name.startswith("TOPICPULSE_")
-            and name != "TOPICPULSE_SHARED")
-            or name == "TELEGRAM_BOT_TOKEN"
-        ):
+            name.startswith("TOPICPULSE_") and name != "TOPICPULSE_SHARED"
+        ) or name == "TELEGRAM_BOT_TOKEN":
             monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
 

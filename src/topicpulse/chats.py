@@ -7,22 +7,26 @@ Telegram objects here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from zoneinfo import ZoneInfo, available_timezones
 
 from topicpulse import momentum
 from topicpulse import query as ql
+from topicpulse.formatting import shorten
 from topicpulse.models import Chat, StoredPaper, Topic, iso, utcnow
 from topicpulse.store import Store
-from topicpulse.topics import UnknownTopic, resolve_topic, topic_for
+from topicpulse.topics import UnknownTopic, find_catalogue_topic, resolve_topic, topic_for
 
 MAX_FOLLOWS = 50
 MAX_ARGUMENT = ql.MAX_QUERY_LENGTH
 MODES = ("instant", "daily", "weekly")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
 
 
@@ -48,36 +52,66 @@ class FollowResult:
     latest: list[StoredPaper]
 
 
-async def follow(store: Store, chat_id: int, text: str) -> FollowResult:
-    """Follow a catalogue topic (by name or slug) or a custom query, with a preview."""
+async def follow(
+    store: Store, chat_id: int, text: str, *, now: datetime | None = None
+) -> FollowResult:
+    """Follow a catalogue topic (by name or slug) or a custom query, with a preview of the
+    four weeks before ``now``."""
     text = check_argument(text, "topic name or query")
+    followed = [s.topic for s in await store.subscriptions(chat_id)]
+    if len(followed) >= MAX_FOLLOWS:  # checked first: a refused query creates no topic
+        known = await find_catalogue_topic(store, text) or _same_query(followed, text)
+        if known is None or known.id not in {t.id for t in followed}:
+            raise UserError(
+                f"This chat already follows {MAX_FOLLOWS} topics, the most allowed. "
+                "Unfollow one first (/list)."
+            )
     try:
         topic = await topic_for(store, text)
     except ql.QueryError as exc:
         raise UserError(f"Could not read that query: {exc}") from None
-    following = {s.topic.id for s in await store.subscriptions(chat_id)}
-    if topic.id not in following and len(following) >= MAX_FOLLOWS:
-        raise UserError(
-            f"This chat already follows {MAX_FOLLOWS} topics, the most allowed. "
-            "Unfollow one first (/list)."
-        )
     await store.refresh_topic_matches(topic)
     added = await store.subscribe(chat_id, topic.id)
-    now = utcnow()
+    now = now or utcnow()
     recent = await store.matching_papers(
         topic_id=topic.id, since=iso(now - momentum.WINDOW), until=iso(now)
     )
     return FollowResult(topic, added, len(recent), recent[:3])
 
 
+def _same_query(topics: list[Topic], text: str) -> Topic | None:
+    """The custom topic among ``topics`` whose query means the same as ``text`` (custom topics
+    are shared, so its name may be how another chat first spelled it)."""
+    try:
+        normalised = ql.normalise(text)
+    except ql.QueryError:
+        return None
+    for topic in topics:
+        if not topic.is_custom:
+            continue
+        if topic.query == normalised:
+            return topic
+        with contextlib.suppress(ql.QueryError):
+            if ql.normalise(topic.query) == normalised:
+                return topic
+    return None
+
+
+async def _resolve(store: Store, text: str, custom: list[Topic]) -> Topic:
+    try:
+        return await resolve_topic(store, text, extra=custom)
+    except UnknownTopic as exc:
+        same = _same_query(custom, text)
+        if same is None:
+            raise UserError(str(exc)) from None
+        return same
+
+
 async def followed_topic(store: Store, chat_id: int, text: str) -> Topic:
     """One of the chat's followed topics, by name, slug or query text."""
     text = check_argument(text, "topic name")
     followed = [s.topic for s in await store.subscriptions(chat_id)]
-    try:
-        topic = await resolve_topic(store, text, extra=[t for t in followed if t.is_custom])
-    except UnknownTopic as exc:
-        raise UserError(str(exc)) from None
+    topic = await _resolve(store, text, [t for t in followed if t.is_custom])
     if topic.id not in {t.id for t in followed}:
         raise UserError(f"This chat does not follow “{topic.name}”. See /list.")
     return topic
@@ -93,35 +127,38 @@ async def any_topic(store: Store, chat_id: int, text: str) -> Topic:
     """A topic for read-only commands: followed custom topics, then the catalogue."""
     text = check_argument(text, "topic name")
     followed = [s.topic for s in await store.subscriptions(chat_id) if s.topic.is_custom]
-    try:
-        return await resolve_topic(store, text, extra=followed)
-    except UnknownTopic as exc:
-        raise UserError(str(exc)) from None
+    return await _resolve(store, text, followed)
 
 
 # ---------------------------------------------------------------------------------- digests
 def parse_time(text: str) -> str:
+    """Normalise a 24-hour time: "8:05" → "08:05"."""
     match = _HHMM.match(text.strip())
     if not match:
-        raise UserError(f"“{text[:20]}” is not a time. Use 24-hour HH:MM, e.g. 08:00.")
+        raise UserError(f"“{shorten(text, 20)}” is not a time. Use 24-hour HH:MM, e.g. 08:00.")
     return f"{int(match.group(1)):02d}:{match.group(2)}"
 
 
+_NOT_ZONES = frozenset({"localtime", "factory", "posixrules"})
+
+
+@functools.cache
+def _zones() -> dict[str, str]:
+    """IANA time zone names by their case-folded spelling."""
+    return {z.casefold(): z for z in available_timezones() if z.casefold() not in _NOT_ZONES}
+
+
 def parse_timezone(text: str) -> str:
+    """The canonical IANA name for ``text`` (case-insensitive: "europe/berlin" works)."""
     name = text.strip()
-    if len(name) > 64 or not re.fullmatch(r"[A-Za-z0-9_+\-/]+", name):
-        raise UserError("Unknown time zone. Use an IANA name such as Europe/Berlin.")
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError):
-        lowered = {z.casefold(): z for z in available_timezones()}
-        if name.casefold() in lowered:
-            return lowered[name.casefold()]
+    found = _zones().get(name.casefold()) if len(name) <= 64 else None
+    if found is None:
+        shown = shorten(name, 40)
         raise UserError(
-            f"Unknown time zone “{name}”. Use an IANA name such as Europe/Berlin "
+            f"Unknown time zone “{shown}”. Use an IANA name such as Europe/Berlin "
             "or America/New_York."
-        ) from None
-    return name
+        )
+    return found
 
 
 def next_digest_at(chat: Chat, now: datetime) -> datetime | None:
@@ -144,16 +181,37 @@ async def set_digest(
     store: Store, chat_id: int, args: list[str], *, now: datetime | None = None
 ) -> Chat:
     """``/digest instant|daily|weekly [HH:MM] [weekday]``."""
+    usage = "Use /digest instant, /digest daily 08:00 or /digest weekly 08:00 mon."
     if not args or args[0].lower() not in MODES:
-        raise UserError("Use /digest instant, /digest daily 08:00 or /digest weekly 08:00 mon.")
+        raise UserError(usage)
     mode = args[0].lower()
+    if len(args) > {"instant": 1, "daily": 2, "weekly": 3}[mode]:
+        raise UserError(usage)
     settings: dict[str, object] = {"mode": mode}
-    for extra in args[1:3]:
-        if extra[:3].lower() in WEEKDAYS and mode == "weekly":
-            settings["digest_weekday"] = WEEKDAYS.index(extra[:3].lower())
-        else:
+    for extra in args[1:]:
+        day = parse_weekday(extra)
+        if day is None and mode == "weekly" and not _HHMM.match(extra.strip()):
+            raise UserError(
+                f"“{shorten(extra, 20)}” is neither a time (HH:MM) nor a weekday (mon … sun)."
+            )
+        if day is None:
             settings["digest_time"] = parse_time(extra)
+        elif mode == "weekly":
+            settings["digest_weekday"] = day
+        else:
+            raise UserError("Daily digests have no weekday; e.g. /digest weekly 08:00 mon.")
     return await _save_schedule(store, chat_id, settings, now)
+
+
+def parse_weekday(text: str) -> int | None:
+    """0-6 for "mon", "Monday", "tues"…; None if ``text`` is not a weekday."""
+    word = text.strip().casefold()
+    if len(word) < 3:
+        return None
+    for index, name in enumerate(_WEEKDAY_NAMES):
+        if name.startswith(word):
+            return index
+    return None
 
 
 async def set_timezone(

@@ -172,8 +172,8 @@ def _as_of(value: str | None) -> datetime:
 
 async def _topic_or_query(store: Store, args: argparse.Namespace) -> tuple[Topic | None, str]:
     """``--topic NAME`` → the catalogue topic; a positional QUERY → its compiled FTS string."""
-    await sync_catalogue(store)
     if args.topic:
+        await sync_catalogue(store)
         try:
             return await resolve_topic(store, args.topic), ""
         except UnknownTopic as exc:

@@ -143,8 +143,10 @@ def pack_digest(alerts: Sequence[Alert], *, period: str) -> list[tuple[str, list
     total = f"{len(alerts)} new paper{'s' * (len(alerts) != 1)}"
     blocks: list[tuple[str, int | None]] = [(f"📬 <b>Your {esc(period)} digest</b>: {total}", None)]
     for name, members in groups.items():
-        blocks.append((f"\n<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>", None))
-        blocks.extend((digest_line(a), a.paper.id) for a in members)
+        heading = f"\n<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>"
+        # the heading travels with its first paper: never left alone at the end of a message
+        blocks.append((f"{heading}\n{digest_line(members[0])}", members[0].paper.id))
+        blocks.extend((digest_line(a), a.paper.id) for a in members[1:])
     return pack_keyed(blocks, separator="\n")
 
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import sys
+from collections.abc import Callable
+from typing import Any
 
 # Telegram bot tokens look like "<bot id>:<secret>"; the Bot API puts them in every URL path.
 _TOKEN_IN_URL = re.compile(r"/bot[^/\s]+/")
@@ -32,6 +35,32 @@ class RedactSecrets(logging.Filter):
         if cleaned != message or record.args:
             record.msg, record.args = cleaned, None
         return True
+
+
+_redactor = RedactSecrets([])
+
+
+def _redacting_factory(make: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
+    def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = make(*args, **kwargs)
+        with contextlib.suppress(Exception):  # a bad format string is the handler's to report
+            _redactor.filter(record)
+        return record
+
+    make_record.redacts = True  # type: ignore[attr-defined]
+    return make_record
+
+
+def protect_secrets(secrets: list[str]) -> None:
+    """Redact ``secrets`` from every log record created from now on — whichever logger makes
+    it and whichever handler emits it (also ones added later, such as a test's log capture).
+    Libraries log the Bot API URL, token included (httpx per request, PTB at start)."""
+    for secret in secrets:
+        if secret and secret not in _redactor.secrets:
+            _redactor.secrets.append(secret)
+    factory = logging.getLogRecordFactory()
+    if not getattr(factory, "redacts", False):
+        logging.setLogRecordFactory(_redacting_factory(factory))
 
 
 def setup_logging(level: int = logging.INFO, secrets: list[str] | None = None) -> None:

@@ -1,8 +1,9 @@
 """Matching: after each ingestion round, which topics match the papers stored since the last one.
 
-Only the new papers are indexed (in memory) and every live topic's FTS query runs over that
-small index, so a round costs O(new papers × topics) — never more with more users. The matches
-and the alerts they cause are recorded in one transaction (see ``Store.record_matches``).
+Only the new papers are indexed (in memory) and every live topic's query runs over that small
+index (each distinct term once, see ``match_batch``), so a round's cost grows with new papers
+and topics — never with more users. The matches and the alerts they cause are recorded in one
+transaction (see ``Store.record_matches``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from topicpulse import query as ql
 from topicpulse.models import StoredPaper, Topic
 from topicpulse.store import BatchIndex, Store
 
@@ -30,15 +32,56 @@ class MatchRound:
 
 
 def match_batch(papers: list[StoredPaper], topics: list[Topic]) -> dict[int, list[int]]:
-    """Topic id → ids of the papers in ``papers`` it matches (papers already matched skipped)."""
+    """Topic id → ids of the papers in ``papers`` it matches (papers already matched skipped).
+
+    Thousands of topics share their terms ("llm", ``ti:agent*``, "reward model" …), so each
+    distinct term of the topics' parsed queries runs once on the batch index, and each topic's
+    AND/OR/NOT is evaluated over those id sets — the boolean algebra FTS5 applies, at a
+    fraction of the cost of one FTS query per topic.
+    """
     index = BatchIndex(papers)
+    terms: dict[ql.Term, frozenset[int]] = {}
+
+    def ids(node: ql.Node) -> frozenset[int]:
+        if isinstance(node, ql.Term):
+            found = terms.get(node)
+            if found is None:
+                found = terms[node] = frozenset(index.match(ql.to_fts(node)))
+            return found
+        if isinstance(node, ql.And):
+            result = ids(node.items[0])
+            for item in node.items[1:]:
+                if not result:
+                    break
+                result = result & ids(item)
+            return result
+        if isinstance(node, ql.Or):
+            return frozenset().union(*(ids(item) for item in node.items))
+        positive = ids(node.positive)
+        return positive - ids(node.negative) if positive else positive
+
     try:
         return {
-            topic.id: [pid for pid in index.match(topic.fts) if pid > topic.matched_through]
+            topic.id: sorted(
+                pid for pid in ids(_parsed(topic.query)) if pid > topic.matched_through
+            )
             for topic in topics
         }
     finally:
         index.close()
+
+
+_PARSED: dict[str, ql.Node] = {}  # stored query → AST, kept across rounds
+_MAX_PARSED = 200_000
+
+
+def _parsed(query: str) -> ql.Node:
+    node = _PARSED.get(query)
+    if node is None:
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        node = _PARSED[query] = ql.parse(query, max_length=None)
+    return node
 
 
 async def match_new_papers(store: Store, *, batch_papers: int = BATCH_PAPERS) -> MatchRound:
@@ -68,6 +111,10 @@ async def match_new_papers(store: Store, *, batch_papers: int = BATCH_PAPERS) ->
     if result.papers:
         log.info(
             "matched %d papers against %d topics: %d matches, %d alerts queued (%.2fs)",
-            result.papers, result.topics, result.matches, result.alerts_queued, result.seconds,
-        )  # fmt: skip
+            result.papers,
+            result.topics,
+            result.matches,
+            result.alerts_queued,
+            result.seconds,
+        )
     return result

@@ -80,17 +80,26 @@ async def compute(
     fts: str | None = None,
     query: str = "",
     as_of: datetime | None = None,
+    all_last: int | None = None,
 ) -> Momentum:
-    """Momentum of a stored topic (by its matches) or of an FTS query (by the full-text index)."""
+    """Momentum of a stored topic (by its matches) or of an FTS query (by the full-text index).
+
+    All windows come from one count over the union of their edges. ``all_last`` (papers in the
+    whole store in the last 28 days) may be passed in when computing many topics at once."""
     as_of = as_of or utcnow()
     source = {"topic_id": topic.id} if topic else {"fts": fts}
-    prev, last = await store.count_windows(
-        [iso(as_of - 2 * WINDOW), iso(as_of - WINDOW), iso(as_of)], **source
-    )
-    (all_last,) = await store.count_windows([iso(as_of - WINDOW), iso(as_of)])
     starts = week_starts(as_of)
-    edges = [iso(_midnight(w)) for w in starts] + [iso(as_of)]
-    weekly = await store.count_windows(edges, **source)
+    weeks = [_midnight(w) for w in starts]
+    points = sorted({as_of - 2 * WINDOW, as_of - WINDOW, *weeks, as_of})
+    counts = await store.count_windows([iso(p) for p in points], **source)
+    spans = list(zip(points, counts, strict=False))
+
+    def between(lo: datetime, hi: datetime) -> int:
+        return sum(count for start, count in spans if lo <= start < hi)
+
+    last, prev = between(as_of - WINDOW, as_of), between(as_of - 2 * WINDOW, as_of - WINDOW)
+    if all_last is None:
+        (all_last,) = await store.count_windows([iso(as_of - WINDOW), iso(as_of)])
     return Momentum(
         topic=topic.name if topic else None,
         query=topic.query if topic else query,
@@ -100,7 +109,10 @@ async def compute(
         change_pct=(last - prev) / prev * 100 if prev else None,
         share_pct=last / all_last * 100 if all_last else 0.0,
         total=await store.count_matches(**source),
-        weekly=list(zip(starts, weekly, strict=True)),
+        weekly=[
+            (w, between(start, end))
+            for w, start, end in zip(starts, weeks, [*weeks[1:], as_of], strict=True)
+        ],
     )
 
 
@@ -190,8 +202,9 @@ async def detect_spikes(
     Returns the ids of the episodes opened."""
     now = now or utcnow()
     opened: list[int] = []
+    (all_last,) = await store.count_windows([iso(now - WINDOW), iso(now)])
     for topic in topics:
-        m = await compute(store, topic=topic, as_of=now)
+        m = await compute(store, topic=topic, as_of=now, all_last=all_last)
         check = check_spike(m, thresholds)
         episode = await store.open_episode(topic.id)
         if check.spiking:
@@ -222,8 +235,10 @@ async def trending(
     """Catalogue topics ranked by momentum: rising fastest first, among those with at least
     ``min_volume`` papers in the last four weeks (ties broken by volume)."""
     as_of = as_of or utcnow()
+    (all_last,) = await store.count_windows([iso(as_of - WINDOW), iso(as_of)])
     results = [
-        await compute(store, topic=t, as_of=as_of) for t in await store.topics(kind="catalogue")
+        await compute(store, topic=t, as_of=as_of, all_last=all_last)
+        for t in await store.topics(kind="catalogue")
     ]
     eligible = [m for m in results if m.last_4w >= min_volume]
     eligible.sort(

@@ -476,9 +476,12 @@ class _Parser:
         return Term(tuple(tokens), prefix=prefix)
 
 
-def parse(text: str) -> Node:
-    """Parse a query into its AST. Raises QueryError (and nothing else) if it is invalid."""
-    if len(text) > MAX_QUERY_LENGTH:
+def parse(text: str, *, max_length: int | None = MAX_QUERY_LENGTH) -> Node:
+    """Parse a query into its AST. Raises QueryError (and nothing else) if it is invalid.
+
+    ``max_length=None`` lifts the length limit, for stored canonical queries (``unparse`` may
+    write a valid query longer than the text a user typed)."""
+    if max_length is not None and len(text) > max_length:
         raise QueryError(
             "query too long",
             MAX_QUERY_LENGTH,

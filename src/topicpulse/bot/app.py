@@ -3,30 +3,35 @@
 Jobs (python-telegram-bot's JobQueue): an ingestion round every TOPICPULSE_POLL_SECONDS
 (backfill first, in the background, when the store is empty), followed by matching and spike
 detection; a delivery worker that sends the outbox as soon as a round queued something (and
-every few seconds for digests that fall due). Shutdown on SIGINT/SIGTERM abandons in-flight
-work safely — every round and every delivery is settled in the store transactionally — and
-closes the database.
+every few seconds for digests that fall due, or when a deferred chat may be retried). Every
+message goes through ``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; replies ahead of
+alerts). Shutdown on SIGINT/SIGTERM lets the sends in flight finish (``DELIVERY_GRACE``), then
+abandons the rest safely — every round and every delivery is settled in the store
+transactionally — and closes the database.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from telegram import Update
-from telegram.ext import AIORateLimiter, Application, ApplicationBuilder, ContextTypes
+from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
 from topicpulse import momentum
 from topicpulse.arxiv import ArxivClient
 from topicpulse.bot import handlers
+from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.ingest import Ingestor
+from topicpulse.logs import protect_secrets
 from topicpulse.matching import match_new_papers
 from topicpulse.models import utcnow
 from topicpulse.store import Store
@@ -35,6 +40,12 @@ from topicpulse.topics import sync_catalogue
 log = logging.getLogger(__name__)
 
 DELIVERY_TICK = 5.0  # seconds between delivery passes when nothing wakes the worker
+DELIVERY_GRACE = 3.0  # seconds the sends in flight get to finish when the bot stops
+# Updates handled at once. Replies wait for their chat's pacing (about 1/s) inside the handler,
+# so a user who fires 20 commands holds 20 handlers for 20 s: with few slots, everyone else's
+# commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
+# (handlers.COMMAND_RATE) bounds what one user can hold.
+CONCURRENT_UPDATES = 256
 
 
 @dataclass(slots=True)
@@ -74,14 +85,27 @@ class Pipeline:
         await self.after_ingest()
 
     async def delivery_worker(self) -> None:
-        while True:
+        while not self.delivery.closed:
+            # Sleep until woken, the next tick, or a deferred chat (429, retry) falls due.
+            due = self.delivery.next_due()
+            timeout = DELIVERY_TICK if due is None else min(DELIVERY_TICK, due)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), timeout=DELIVERY_TICK)
+                await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             self.wake.clear()
             try:
                 await self.delivery.run_once()
             except Exception:
                 log.exception("delivery pass failed; retrying on the next tick")
+
+    async def stop_delivery(self, grace: float = DELIVERY_GRACE) -> None:
+        """Let the sends in flight finish (a restart then re-sends nothing), then stop."""
+        self.delivery.close()
+        self.wake.set()
+        worker = [t for t in self.tasks if t.get_name() == "delivery" and not t.done()]
+        if worker:
+            _, late = await asyncio.wait(worker, timeout=grace)
+            for task in late:
+                task.cancel()
 
 
 def _log_progress(done: int, total: int, label: str) -> None:
@@ -106,9 +130,14 @@ def build_application(
     clock: Callable[[], datetime] = utcnow,
     arxiv_backoff: float = 5.0,
     poll_first: float = 1.0,
+    rate_limiter: BaseRateLimiter | None = None,  # type: ignore[type-arg]
 ) -> Application:  # type: ignore[type-arg]
-    """The Application with handlers, jobs and the engine attached (started in post_init)."""
+    """The Application with handlers, jobs and the engine attached (started in post_init).
+
+    Every message goes through ``rate_limiter`` (default: ``TelegramRateLimiter()``, Telegram's
+    limits); alerts as bulk sends, replies to users ahead of them."""
     assert settings.telegram_bot_token, "TELEGRAM_BOT_TOKEN is required"
+    protect_secrets([settings.telegram_bot_token])  # httpx and PTB log URLs with the token
 
     async def post_init(app: Application) -> None:  # type: ignore[type-arg]
         store = await Store.open(settings.db)
@@ -128,14 +157,25 @@ def build_application(
             overlap_days=settings.overlap_days,
             clock=clock,
         )
+        thresholds = momentum.SpikeThresholds(
+            min_last_4w=settings.spike_min_papers,
+            min_change_pct=settings.spike_min_change_pct,
+            min_sigma=settings.spike_sigma,
+            min_week_papers=settings.spike_min_week_papers,
+        )
         pipeline = Pipeline(
-            store, ingestor, Delivery(store, TelegramSender(app.bot), clock=clock), clock
+            store,
+            ingestor,
+            Delivery(store, TelegramSender(app.bot), clock=clock),
+            clock,
+            thresholds=thresholds,
         )
         app.bot_data["pipeline"] = pipeline
         app.bot_data["topicpulse"] = handlers.BotContext(
             store=store, settings=settings, clock=clock, wake_delivery=pipeline.wake.set
         )
         await app.bot.set_my_commands(handlers.bot_commands())
+        pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
         pipeline.tasks.append(asyncio.create_task(pipeline.delivery_worker(), name="delivery"))
         if settings.backfill_weeks and await store.count_papers() == 0:
             log.info("empty store: backfilling %d weeks in the background", settings.backfill_weeks)
@@ -150,7 +190,18 @@ def build_application(
             name="poll",
             job_kwargs={"max_instances": 1, "coalesce": True},
         )
+        # Everything loaded so far (PTB, matplotlib, the catalogue) lives as long as the bot:
+        # keep it out of the collector's full passes, which would otherwise stall the event loop
+        # for a fifth of a second now and then (replies to users wait meanwhile).
+        gc.collect()
+        gc.freeze()
         log.info("topicpulse is running as @%s", app.bot.username)
+
+    async def post_stop(app: Application) -> None:  # type: ignore[type-arg]
+        # Before the bot's HTTP client closes: sends in flight complete and get marked sent.
+        pipeline = app.bot_data.get("pipeline")
+        if pipeline is not None:
+            await pipeline.stop_delivery()
 
     async def post_shutdown(app: Application) -> None:  # type: ignore[type-arg]
         pipeline = app.bot_data.get("pipeline")
@@ -168,9 +219,10 @@ def build_application(
         .token(settings.telegram_bot_token)
         .base_url(settings.telegram_api_url)
         .base_file_url(_file_url(settings.telegram_api_url))
-        .rate_limiter(AIORateLimiter(overall_max_rate=29, overall_time_period=1, max_retries=0))
-        .concurrent_updates(16)
+        .rate_limiter(rate_limiter or TelegramRateLimiter())
+        .concurrent_updates(CONCURRENT_UPDATES)
         .post_init(post_init)
+        .post_stop(post_stop)
         .post_shutdown(post_shutdown)
         .build()
     )
@@ -203,6 +255,8 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
             await app.updater.stop()
         if app.running:
             await app.stop()
+            if app.post_stop:
+                await app.post_stop(app)
         await app.shutdown()
         if app.post_shutdown:
             await app.post_shutdown(app)

@@ -6,21 +6,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 from telegram import (
     BotCommand,
+    CallbackQuery,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
     LinkPreviewOptions,
+    Message,
     Update,
 )
 from telegram.constants import ChatMemberStatus, ChatType, ParseMode
-from telegram.error import TelegramError
+from telegram.error import BadRequest, TelegramError
 from telegram.ext import (
     Application,
     CallbackQueryHandler,
@@ -36,14 +41,16 @@ from topicpulse.charts import render_chart
 from topicpulse.chats import UserError
 from topicpulse.config import Settings
 from topicpulse.formatting import esc, shorten
-from topicpulse.models import Topic, iso, utcnow
+from topicpulse.models import Topic, iso, parse_iso, utcnow
 from topicpulse.store import Store
 
 log = logging.getLogger(__name__)
 
 TOPICS_PER_PAGE = 8
 COMMAND_RATE = (20, 60.0)  # per user: at most 20 commands per 60 seconds
+RATE_MEMORY = 10_000  # users remembered by the rate limit before idle ones are forgotten
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+_TAG = re.compile(r"<[^>]+>")
 
 COMMANDS: list[tuple[str, str]] = [
     ("follow", "Follow a topic or your own query"),
@@ -87,6 +94,7 @@ class BotContext:
     clock: Callable[[], datetime] = utcnow
     wake_delivery: Callable[[], None] = lambda: None
     _recent: dict[int, list[float]] = field(default_factory=dict)
+    _warned: dict[int, float] = field(default_factory=dict)
 
     def allow(self, user_id: int) -> bool:
         """Per-user command rate limit (a sliding window, in memory)."""
@@ -97,7 +105,18 @@ class BotContext:
         if allowed:
             stamps.append(now)
         self._recent[user_id] = stamps
+        if len(self._recent) > RATE_MEMORY:
+            self._recent = {u: ts for u, ts in self._recent.items() if ts and now - ts[-1] < period}
+            self._warned = {u: t for u, t in self._warned.items() if now - t < period}
         return allowed
+
+    def warn(self, user_id: int) -> bool:
+        """Whether to tell a user who is over the limit (once per window, not per message)."""
+        now = time.monotonic()
+        if now - self._warned.get(user_id, -COMMAND_RATE[1]) < COMMAND_RATE[1]:
+            return False
+        self._warned[user_id] = now
+        return True
 
 
 def services(context: ContextTypes.DEFAULT_TYPE) -> BotContext:
@@ -110,8 +129,43 @@ Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Awaitable[None]]
 async def reply(update: Update, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
     assert update.effective_message is not None
     await update.effective_message.reply_text(
-        text, parse_mode=ParseMode.HTML, reply_markup=markup, link_preview_options=NO_PREVIEW
+        text,
+        parse_mode=ParseMode.HTML,
+        reply_markup=markup,
+        link_preview_options=NO_PREVIEW,
+        allow_sending_without_reply=True,  # in groups; the command may be deleted meanwhile
     )
+
+
+def _visible(html_text: str) -> str:
+    """What Telegram shows for our HTML (tags dropped, entities decoded, trimmed)."""
+    return html.unescape(_TAG.sub("", html_text)).strip()
+
+
+async def edit_message(
+    query: CallbackQuery, text: str, markup: InlineKeyboardMarkup | None = None
+) -> None:
+    """Edit the message a button belongs to; a double tap (nothing changes) is no error."""
+    shown = query.message
+    if isinstance(shown, Message) and shown.text == _visible(text) and shown.reply_markup == markup:
+        return  # Telegram would answer 400 "message is not modified"
+    try:
+        await query.edit_message_text(
+            text, parse_mode=ParseMode.HTML, reply_markup=markup, link_preview_options=NO_PREVIEW
+        )
+    except BadRequest as exc:
+        if "not modified" not in exc.message.lower():
+            raise
+
+
+async def reply_lines(
+    update: Update, lines: list[str], markup: InlineKeyboardMarkup | None = None
+) -> None:
+    """Reply with lines of HTML, split between lines into as many messages as needed (the
+    keyboard goes with the last one)."""
+    messages = formatting.pack(lines, separator="\n")
+    for n, text in enumerate(messages, start=1):
+        await reply(update, text, markup if n == len(messages) else None)
 
 
 async def is_admin(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
@@ -120,6 +174,10 @@ async def is_admin(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
         return False
     if chat.type == ChatType.PRIVATE:
         return True
+    message = update.effective_message
+    if message is not None and message.sender_chat is not None:
+        # An anonymous group administrator (posting as the group) or a linked channel.
+        return message.sender_chat.id == chat.id
     member = await context.bot.get_chat_member(chat.id, user.id)
     return member.status in (ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER)
 
@@ -137,10 +195,12 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
             if not tp.allow(user.id):
                 if update.callback_query:
                     await update.callback_query.answer("Too many requests — wait a minute.")
-                else:
+                elif tp.warn(user.id):
                     await reply(update, "You are sending commands too fast. Please wait a minute.")
                 return
-            await tp.store.ensure_chat(chat.id, type=chat.type, title=chat.title)
+            # A chat that writes to the bot can be written to again (it had blocked the bot or
+            # removed it from the group: that made it inactive).
+            await tp.store.ensure_chat(chat.id, type=chat.type, title=chat.title, reactivate=True)
             if changes and not await is_admin(update, context):
                 text = "Sorry — only this group's administrators can change its topics or settings."
                 if update.callback_query:
@@ -177,9 +237,6 @@ def chat_id_of(update: Update) -> int:
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/start [follow_<slug>] — welcome; reactivates a chat that had blocked the bot."""
     tp = services(context)
-    chat = update.effective_chat
-    assert chat is not None
-    await tp.store.ensure_chat(chat.id, type=chat.type, title=chat.title, reactivate=True)
     payload = arg_text(context)
     if payload.startswith("follow_"):
         if not await is_admin(update, context):
@@ -196,11 +253,11 @@ async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
 
 
 # ---------------------------------------------------------------------------------- follow
-def _follow_reply(result: chats.FollowResult) -> tuple[str, InlineKeyboardMarkup]:
+def _follow_reply(result: chats.FollowResult) -> tuple[str, InlineKeyboardMarkup | None]:
     t = result.topic
     verb = "Now following" if result.added else "Already following"
     lines = [f"✅ {verb} <b>{esc(shorten(t.name, 100))}</b>"]
-    if t.is_custom:
+    if t.is_custom and t.query != t.name:
         lines.append(f"Query: <code>{esc(t.query)}</code>")
     if result.last_4w == 0:
         lines.append("No stored paper matched in the last 4 weeks — is the query too narrow?")
@@ -211,12 +268,12 @@ def _follow_reply(result: chats.FollowResult) -> tuple[str, InlineKeyboardMarkup
             for p in result.latest
         ]
     lines.append("New papers will reach this chat once each.")
-    markup = InlineKeyboardMarkup([[InlineKeyboardButton("↩️ Undo", callback_data=f"u:{t.id}")]])
-    return "\n".join(lines), markup
+    undo = InlineKeyboardMarkup([[InlineKeyboardButton("↩️ Undo", callback_data=f"u:{t.id}")]])
+    return "\n".join(lines), undo if result.added else None  # nothing to undo otherwise
 
 
 async def _follow_and_reply(update: Update, tp: BotContext, text: str) -> None:
-    result = await chats.follow(tp.store, chat_id_of(update), text)
+    result = await chats.follow(tp.store, chat_id_of(update), text, now=tp.clock())
     message, markup = _follow_reply(result)
     await reply(update, message, markup)
 
@@ -240,27 +297,23 @@ async def unfollow(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/unfollow <name>; without a name, the list with buttons."""
     text = arg_text(context)
     if not text:
-        await list_topics(update, context)
+        lines, markup = await _list_view(services(context), chat_id_of(update))
+        await reply_lines(update, lines, markup)
         return
     topic = await chats.unfollow(services(context).store, chat_id_of(update), text)
     await reply(update, f"Unfollowed <b>{esc(shorten(topic.name, 100))}</b>.")
 
 
-@command()
-async def list_topics(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/list — followed topics, delivery mode and sparklines, with Unfollow buttons."""
-    tp = services(context)
-    chat_id = chat_id_of(update)
+async def _list_view(tp: BotContext, chat_id: int) -> tuple[list[str], InlineKeyboardMarkup | None]:
+    """The lines of /list and its Unfollow buttons."""
     subs = await tp.store.subscriptions(chat_id)
     chat = await tp.store.chat(chat_id)
     assert chat is not None
     if not subs:
-        await reply(
-            update,
+        return [
             "This chat follows no topics yet. Try /topics or "
-            "<code>/follow RL for Language Models</code>.",
-        )
-        return
+            "<code>/follow RL for Language Models</code>."
+        ], None
     now = tp.clock()
     lines = [
         f"<b>Following {len(subs)} topic{'s' * (len(subs) != 1)}</b> · "
@@ -270,20 +323,22 @@ async def list_topics(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     for sub in subs:
         m = await momentum.compute(tp.store, topic=sub.topic, as_of=now)
         lines.append(formatting.momentum_line(m))
-        buttons.append(
-            [
-                InlineKeyboardButton(
-                    f"✖ {shorten(sub.topic.name, 40)}", callback_data=f"u:{sub.topic.id}"
-                )
-            ]
-        )
-    await reply(
-        update, "\n".join(lines)[: formatting.MAX_MESSAGE], InlineKeyboardMarkup(buttons[:50])
-    )
+        label = f"✖ {shorten(sub.topic.name, 40)}"
+        buttons.append([InlineKeyboardButton(label, callback_data=f"ul:{sub.topic.id}")])
+    return lines, InlineKeyboardMarkup(buttons)
+
+
+@command()
+async def list_topics(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/list — followed topics, delivery mode and sparklines, with Unfollow buttons."""
+    lines, markup = await _list_view(services(context), chat_id_of(update))
+    await reply_lines(update, lines, markup)
 
 
 # ---------------------------------------------------------------------------------- catalogue
-async def _topics_page(tp: BotContext, words: str, page: int) -> tuple[str, InlineKeyboardMarkup]:
+async def _topics_page(
+    tp: BotContext, words: str, page: int
+) -> tuple[str, InlineKeyboardMarkup | None]:
     topics = await tp.store.topics(kind="catalogue")
     if words:
         needles = words.casefold().split()
@@ -298,7 +353,7 @@ async def _topics_page(tp: BotContext, words: str, page: int) -> tuple[str, Inli
     if not shown:
         return (
             f"No catalogue topic matches “{esc(words)}”. Try /topics without words.",
-            InlineKeyboardMarkup([]),
+            None,
         )
     lines = [f"<b>Topics</b> (page {page + 1}/{pages}) — tap to follow:"]
     lines += [f"• <b>{esc(t.name)}</b> — {esc(t.description)}" for t in shown]
@@ -346,7 +401,7 @@ async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
         )
         lines = ["<b>Your topics, rising first</b> (papers in 4 weeks, change):"]
         lines += [formatting.momentum_line(m) for m in ms]
-        await reply(update, "\n".join(lines)[: formatting.MAX_MESSAGE])
+        await reply_lines(update, lines)
         return
     topic = await chats.any_topic(tp.store, chat_id, text)
     m = await momentum.compute(tp.store, topic=topic, as_of=now)
@@ -354,7 +409,10 @@ async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
     png = await asyncio.to_thread(render_chart, m)
     assert update.effective_message is not None
     await update.effective_message.reply_photo(
-        png, caption=f"{esc(shorten(topic.name, 100))} — 12 weeks", parse_mode=ParseMode.HTML
+        png,
+        caption=f"{esc(shorten(topic.name, 100))} — 12 weeks",
+        parse_mode=ParseMode.HTML,
+        allow_sending_without_reply=True,
     )
 
 
@@ -473,11 +531,10 @@ async def settings_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
     chat = await tp.store.chat(chat_id_of(update))
     assert chat is not None
     count = await tp.store.count_subscriptions(chat.chat_id)
-    next_digest = (
-        f"\nNext digest: {chat.next_digest_at[:16].replace('T', ' ')} UTC"
-        if chat.next_digest_at
-        else ""
-    )
+    next_digest = ""
+    if chat.next_digest_at:  # in the chat's own time, which is what it chose
+        due = parse_iso(chat.next_digest_at).astimezone(ZoneInfo(chat.timezone))
+        next_digest = f"\nNext digest: {due:%a %d %b %H:%M} ({chat.timezone})"
     await reply(
         update,
         "<b>Settings</b>\n"
@@ -501,7 +558,7 @@ async def stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     papers, topic_rows = await s.count_papers(), await s.topics()
     chat_counts, outbox = await s.chat_counts(), await s.outbox_counts()
     last_poll = await s.last_run("poll")
-    day_ago = iso(tp.clock() - momentum.timedelta(days=1))
+    day_ago = iso(tp.clock() - timedelta(days=1))
     errors = await s.recent_run_errors(day_ago)
     poll_line = "never"
     if last_poll:
@@ -530,7 +587,7 @@ async def page_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> Non
     words = context.chat_data.get("topics_filter", "") if context.chat_data else ""
     text, markup = await _topics_page(services(context), words, int(query.data.split(":")[1]))
     await query.answer()
-    await query.edit_message_text(text, parse_mode=ParseMode.HTML, reply_markup=markup)
+    await edit_message(query, text, markup)
 
 
 @command(changes=True)
@@ -539,7 +596,9 @@ async def follow_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     query = update.callback_query
     assert query is not None and query.data is not None
     topic = await _button_topic(tp, query.data)
-    result = await chats.follow(tp.store, chat_id_of(update), topic.slug or topic.query)
+    result = await chats.follow(
+        tp.store, chat_id_of(update), topic.slug or topic.query, now=tp.clock()
+    )
     await query.answer(
         f"Following {shorten(topic.name, 60)}" if result.added else "Already following"
     )
@@ -561,11 +620,15 @@ async def unfollow_button(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     assert query is not None and query.data is not None
     topic = await _button_topic(tp, query.data)
     removed = await tp.store.unsubscribe(chat_id_of(update), topic.id)
-    await query.answer("Unfollowed" if removed else "Was not followed")
-    await query.edit_message_text(
-        f"{'Unfollowed' if removed else 'Not following'} <b>{esc(shorten(topic.name, 100))}</b>.",
-        parse_mode=ParseMode.HTML,
-    )
+    name = shorten(topic.name, 100)
+    await query.answer(f"Unfollowed {shorten(name, 60)}" if removed else "Was not followed")
+    if query.data.startswith("ul:"):  # a /list button: show the list without the topic
+        lines, markup = await _list_view(tp, chat_id_of(update))
+        text = "\n".join(lines)
+        if formatting.tg_len(text) <= formatting.MAX_MESSAGE:
+            await edit_message(query, text, markup)
+            return
+    await edit_message(query, f"{'Unfollowed' if removed else 'Not following'} <b>{esc(name)}</b>.")
 
 
 async def _button_topic(tp: BotContext, data: str) -> Topic:
@@ -580,9 +643,21 @@ async def _button_topic(tp: BotContext, data: str) -> Topic:
 
 # ---------------------------------------------------------------------------------- fallbacks
 async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    message = update.effective_message
+    assert message is not None
+    word = (message.text or "").split(maxsplit=1)[0]
+    addressee = word.partition("@")[2]
+    if addressee and addressee.casefold() != (context.bot.username or "").casefold():
+        return  # "/start@other_bot" in a group is not for us
+    await _unknown(update, context)
+
+
+@command()
+async def _unknown(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await reply(update, "I don't know that command. /help lists what I can do.")
 
 
+@command()
 async def plain_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await reply(
         update,
@@ -591,18 +666,34 @@ async def plain_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None
     )
 
 
+async def chat_migrated(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A group became a supergroup: its subscriptions and settings move to the new id."""
+    message = update.effective_message
+    if message is None:
+        return
+    if message.migrate_to_chat_id:
+        old, new = message.chat.id, message.migrate_to_chat_id
+    elif message.migrate_from_chat_id:
+        old, new = message.migrate_from_chat_id, message.chat.id
+    else:
+        return
+    store = services(context).store
+    if await store.chat(old) is not None:
+        await store.migrate_chat(old, new)
+        log.info("chat %s migrated to %s", old, new)
+
+
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Log and carry on: one bad update never stops the bot."""
     log.error("error while handling an update", exc_info=context.error)
-    if (
-        isinstance(update, Update)
-        and update.effective_message
-        and not isinstance(context.error, TelegramError)
-    ):
-        with contextlib.suppress(TelegramError):
-            await update.effective_message.reply_text(
-                "Something went wrong on my side; please try again."
-            )
+    if not isinstance(update, Update) or isinstance(context.error, TelegramError):
+        return
+    sorry = "Something went wrong on my side; please try again."
+    with contextlib.suppress(TelegramError):
+        if update.callback_query:
+            await update.callback_query.answer(sorry)
+        elif update.effective_message:
+            await update.effective_message.reply_text(sorry, allow_sending_without_reply=True)
 
 
 def register(app: Application) -> None:  # type: ignore[type-arg]
@@ -629,7 +720,8 @@ def register(app: Application) -> None:  # type: ignore[type-arg]
         app.add_handler(CommandHandler(name, handler))
     app.add_handler(CallbackQueryHandler(page_button, pattern=r"^tp:\d+$"))
     app.add_handler(CallbackQueryHandler(follow_button, pattern=r"^f:\d+$"))
-    app.add_handler(CallbackQueryHandler(unfollow_button, pattern=r"^u:\d+$"))
+    app.add_handler(CallbackQueryHandler(unfollow_button, pattern=r"^ul?:\d+$"))
+    app.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, chat_migrated))
     app.add_handler(MessageHandler(filters.COMMAND, unknown_command))
     app.add_handler(MessageHandler(filters.TEXT & filters.ChatType.PRIVATE, plain_text))
     app.add_error_handler(on_error)

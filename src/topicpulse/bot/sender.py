@@ -1,9 +1,15 @@
-"""The Telegram ``Sender``: sends through python-telegram-bot and maps Bot API errors onto the
-delivery engine's vocabulary (``ChatGone``, ``ChatMoved``, ``FloodWait``, …)."""
+"""The Telegram ``Sender``: sends alerts through python-telegram-bot and maps Bot API errors onto
+the delivery engine's vocabulary (``ChatGone``, ``ChatMoved``, ``FloodWait``, …).
+
+Every send is marked ``Priority.BULK`` for the rate limiter (``bot.ratelimit``), so replies to
+users go first; the bot must therefore be the Application's ``ExtBot`` with that limiter.
+"""
 
 from __future__ import annotations
 
-import datetime as dtm
+import re
+from collections.abc import Awaitable
+from typing import Any
 
 from telegram import Bot, LinkPreviewOptions
 from telegram.constants import ParseMode
@@ -15,28 +21,38 @@ from telegram.error import (
     RetryAfter,
     TelegramError,
 )
+from telegram.ext import ExtBot
 
+from topicpulse.bot.ratelimit import Priority, retry_seconds
 from topicpulse.delivery import ChatGone, ChatMoved, FloodWait, MessageRejected, TemporaryFailure
 
 _GONE = (
     "chat not found",
     "user is deactivated",
     "bot was kicked",
+    "bot was blocked",
     "have no rights to send",
     "not enough rights",
     "chat_write_forbidden",
     "peer_id_invalid",
+    "group chat was deactivated",
 )
+# Anything shaped like a bot token ("<digits>:<secret>"): error texts end up in logs and in the
+# outbox's last_error, and must never carry the token.
+_TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]{10,}")
 
 
-def retry_seconds(exc: RetryAfter) -> float:
-    value = exc.retry_after
-    return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
+def describe(exc: BaseException) -> str:
+    """A short, token-free description of a failure."""
+    text = str(exc) or type(exc).__name__
+    return _TOKEN.sub("<redacted>", f"{type(exc).__name__}: {text}")[:300]
 
 
 class TelegramSender:
     def __init__(self, bot: Bot) -> None:
         self.bot = bot
+        limited = isinstance(bot, ExtBot) and bot.rate_limiter is not None
+        self._extra: dict[str, Any] = {"rate_limit_args": Priority.BULK} if limited else {}
 
     async def send_text(self, chat_id: int, html: str, *, preview: bool = False) -> None:
         await self._call(
@@ -45,18 +61,32 @@ class TelegramSender:
                 html,
                 parse_mode=ParseMode.HTML,
                 link_preview_options=LinkPreviewOptions(is_disabled=not preview),
+                **self._extra,
+            )
+        )
+
+    async def send_plain(self, chat_id: int, text: str) -> None:
+        """Plain text, no parse mode: the fallback for a message Telegram rejected."""
+        await self._call(
+            self.bot.send_message(
+                chat_id,
+                text,
+                link_preview_options=LinkPreviewOptions(is_disabled=True),
+                **self._extra,
             )
         )
 
     async def send_photo(self, chat_id: int, png: bytes, caption_html: str) -> None:
         await self._call(
-            self.bot.send_photo(chat_id, png, caption=caption_html, parse_mode=ParseMode.HTML)
+            self.bot.send_photo(
+                chat_id, png, caption=caption_html, parse_mode=ParseMode.HTML, **self._extra
+            )
         )
 
     @staticmethod
-    async def _call(request: object) -> None:
+    async def _call(request: Awaitable[object]) -> None:
         try:
-            await request  # type: ignore[misc]
+            await request
         except RetryAfter as exc:
             raise FloodWait(retry_seconds(exc)) from exc
         except ChatMigrated as exc:
@@ -68,4 +98,4 @@ class TelegramSender:
                 raise ChatGone(exc.message) from exc
             raise MessageRejected(exc.message) from exc
         except (NetworkError, TelegramError) as exc:  # timeouts, resets, 5xx
-            raise TemporaryFailure(str(exc)) from exc
+            raise TemporaryFailure(describe(exc)) from exc

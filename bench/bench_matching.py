@@ -1,0 +1,362 @@
+"""Matching benchmark: one round of 2,000 new real papers against 10,000 distinct custom topics.
+
+The store first holds the other 3,861 papers of ``shared/arxiv-listings/papers.jsonl``; 10,000
+custom topics are created through ``Store.custom_topic`` (queries generated from the catalogue's
+vocabulary and the corpus's frequent title words and bigrams, combined with AND/OR/NOT and
+fields, every one valid for ``query.parse`` and distinct once normalised), and 2,000 chats follow
+five topics each (every topic has exactly one follower, so every topic is live). Then the last
+2,000 papers of the corpus are stored and one round of the real ``match_new_papers`` is timed,
+on a fresh copy each time, for two workloads: "news" (the papers re-dated to the last two days,
+so the round also queues the alerts) and "history" (the listing's own, months-old dates: a
+backfill, matched and recorded but never alerted). The output splits each round into matching
+(``match_batch``, in memory) and recording (``Store.record_matches``: matches and alerts).
+
+The baseline is the naive approach: every (paper, topic) pair evaluated in Python with
+``query.matches(node, paper)``. The full 20M pairs would take hours, so a random sample of pairs
+is timed and extrapolated (the output says so).
+
+    .venv/bin/python bench/bench_matching.py            # builds bench/out/matching-base.db once
+    .venv/bin/python bench/bench_matching.py --rounds 3 --rebuild
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import hashlib
+import itertools
+import os
+import random
+import shutil
+import statistics
+import time
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from _support import OUT, ROOT
+from topicpulse import matching
+from topicpulse import query as ql
+from topicpulse.ingest import read_papers_file
+from topicpulse.matching import match_new_papers
+from topicpulse.models import Paper, StoredPaper, Topic, iso
+from topicpulse.store import Store
+from topicpulse.topics import load_catalogue
+
+LISTINGS = Path(
+    os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"), "arxiv-listings", "papers.jsonl"
+)
+NEW_PAPERS = 2_000
+TOPICS = 10_000
+TOPICS_PER_CHAT = 5
+CHATS = TOPICS // TOPICS_PER_CHAT
+GOAL_SECONDS = 1.0
+GOAL_RATIO = 20.0
+FALLBACK_QUERIES = [  # used when catalogue.toml is missing or does not load
+    '("reinforcement learning" OR rlhf OR rlvr OR grpo) AND (llm OR "language model")',
+    '"retrieval augmented generation" OR rag OR ti:retriev*',
+    "ti:agent* OR (agent AND (tool OR planning))",
+    "hallucination OR factuality OR ti:faithful*",
+    '"chain of thought" OR reasoning OR ti:math*',
+    "safety OR alignment OR jailbreak* OR red-teaming",
+    "cat:cs.CV OR multimodal OR vision-language OR ti:image",
+    "speech OR cat:eess.AS OR audio",
+    "benchmark OR evaluation OR ti:leaderboard",
+    '"knowledge graph" OR ontology OR cat:cs.DB',
+    "ti:(diffusion OR flow) AND generative",
+    "translation OR multilingual OR low-resource",
+]
+STOPWORDS = frozenset(
+    {
+        "a", "an", "and", "are", "as", "at", "based", "be", "by", "can", "for", "from", "how",
+        "in", "into", "is", "it", "its", "large", "learning", "model", "models", "language", "of",
+        "on", "or", "the", "to", "towards", "toward", "using", "via", "vs", "we", "what", "when",
+        "with", "without", "your", "our", "their", "do", "does", "not", "beyond", "through",
+        "across", "under", "over", "more", "less",
+    }
+)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------- vocabulary
+def _terms(node: ql.Node) -> Iterator[ql.Term]:
+    if isinstance(node, ql.Term):
+        yield node
+    elif isinstance(node, ql.And | ql.Or):
+        for item in node.items:
+            yield from _terms(item)
+    else:
+        yield from _terms(node.positive)
+        yield from _terms(node.negative)
+
+
+def catalogue_queries() -> tuple[list[str], str]:
+    try:
+        entries = load_catalogue()
+    except (OSError, ValueError) as exc:
+        return FALLBACK_QUERIES, f"fallback queries (catalogue unavailable: {exc})"
+    return [e.query for e in entries], f"catalogue.toml ({len(entries)} topics)"
+
+
+def vocabulary(queries: list[str], papers: list[Paper]) -> tuple[list[str], list[str]]:
+    """Atoms in the query language, as (specific, broad): the catalogue's phrases and the
+    corpus's frequent title bigrams are specific; the catalogue's single words are broad."""
+    specific: set[str] = set()
+    broad: set[str] = set()
+    for text in queries:
+        for term in _terms(ql.parse(text)):
+            (broad if len(term.tokens) == 1 else specific).add(ql.unparse(term))
+    bigrams: Counter[tuple[str, str]] = Counter()
+    for paper in papers:
+        tokens = [t for t in ql.tokenize(paper.title) if not t.isdigit()]
+        bigrams.update(
+            (a, b)
+            for a, b in itertools.pairwise(tokens)
+            if a not in STOPWORDS and b not in STOPWORDS and len(a) > 2 and len(b) > 2
+        )
+    specific.update(f'"{a} {b}"' for (a, b), _ in bigrams.most_common(800))
+    return sorted(specific), sorted(broad)
+
+
+def generate_queries(specific: list[str], broad: list[str], count: int, seed: int = 42
+                     ) -> list[str]:  # fmt: skip
+    """``count`` valid queries, distinct once normalised: phrases alone or OR-ed together,
+    single words narrowed by AND, exclusions with NOT, fields and categories."""
+    rng = random.Random(seed)
+    categories = ["cs.CL", "cs.AI", "cs.LG", "cs.CV", "cs.IR", "cs.HC", "cs.CY", "cs.MA", "stat.ML"]
+
+    def field(text: str) -> str:
+        return text if ":" in text or rng.random() > 0.25 else f"{rng.choice(['ti', 'abs'])}:{text}"
+
+    def s() -> str:
+        return field(rng.choice(specific))
+
+    def b() -> str:
+        return field(rng.choice(broad))
+
+    def bare(text: str) -> str:
+        return text.split(":")[-1]
+
+    templates = [
+        lambda: s(),
+        lambda: f"{s()} OR {s()}",
+        lambda: f"{s()} OR {s()} OR {s()}",
+        lambda: f"{b()} AND {s()}",
+        lambda: f"{b()} {b()}",
+        lambda: f"({s()} OR {s()}) {b()}",
+        lambda: f"({b()} OR {b()}) AND ({s()} OR {s()})",
+        lambda: f"{s()} NOT {b()}",
+        lambda: f"({s()} OR {s()}) NOT {s()}",
+        lambda: f"cat:{rng.choice(categories)} AND ({s()} OR {b()})",
+        lambda: f"ti:({bare(s())} OR {bare(s())})",
+        lambda: f"ti:{bare(b())} AND abs:{bare(s())}",
+    ]
+    seen: set[str] = set()
+    queries: list[str] = []
+    while len(queries) < count:
+        text = rng.choice(templates)()
+        try:
+            normalised = ql.normalise(text)
+        except ql.QueryError:
+            continue
+        if normalised not in seen:
+            seen.add(normalised)
+            queries.append(text)
+    return queries
+
+
+# ------------------------------------------------------------------------------- phases
+PHASES: dict[str, float] = {}
+
+
+def _instrument() -> None:
+    """Time the round's two phases: matching in memory, and recording (matches + alerts)."""
+    match_batch, record = matching.match_batch, Store.record_matches
+
+    def timed_match(papers: list[StoredPaper], topics: list[Topic]) -> dict[int, list[int]]:
+        started = time.perf_counter()
+        try:
+            return match_batch(papers, topics)
+        finally:
+            PHASES["match_batch"] = PHASES.get("match_batch", 0) + time.perf_counter() - started
+
+    async def timed_record(self: Store, matches: dict[int, list[int]], **kwargs: int) -> int:
+        started = time.perf_counter()
+        try:
+            return await record(self, matches, **kwargs)
+        finally:
+            PHASES["record"] = PHASES.get("record", 0) + time.perf_counter() - started
+
+    matching.match_batch = timed_match  # type: ignore[assignment]
+    Store.record_matches = timed_record  # type: ignore[assignment,method-assign]
+
+
+# ------------------------------------------------------------------------------- the store
+async def build_base(path: Path, old: list[Paper], queries: list[str]) -> None:
+    """Old papers, 10,000 custom topics (matched as they are created) and their followers."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+    store = await Store.open(path)
+    try:
+        await store.upsert_papers(old)
+        started = time.perf_counter()
+        topic_ids = []
+        for text in queries:
+            node = ql.parse(text)
+            topic_ids.append(
+                await store.custom_topic(
+                    name=text, query=ql.unparse(node), normalised=ql.normalise(text),
+                    fts=ql.to_fts(node),
+                )
+            )  # fmt: skip
+        print(f"  created {len(topic_ids):,} topics in {time.perf_counter() - started:.1f}s")
+        rng = random.Random(7)
+        order = list(topic_ids)
+        rng.shuffle(order)  # chat c follows five topics; every topic has exactly one follower
+        async with store._write() as conn:  # bulk set-up of followers (not what is measured)
+            await conn.executemany(
+                "INSERT INTO chats (chat_id, created_at, updated_at) VALUES (?, '', '')",
+                [(c,) for c in range(1, CHATS + 1)],
+            )
+            await conn.executemany(
+                "INSERT INTO subscriptions (chat_id, topic_id, after_paper_id, created_at)"
+                " VALUES (?, ?, (SELECT max(id) FROM papers), '')",
+                [(1 + n // TOPICS_PER_CHAT, topic_id) for n, topic_id in enumerate(order)],
+            )
+    finally:
+        await store.close()
+
+
+async def one_round(base: Path, run: Path, new: list[Paper]) -> tuple[float, dict[str, float]]:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{run}{suffix}").unlink(missing_ok=True)
+    shutil.copy(base, run)
+    store = await Store.open(run)
+    try:
+        before = await store.max_paper_id()
+        live = len(await store.live_topics())
+        started = time.perf_counter()
+        await store.upsert_papers(new)
+        stored = time.perf_counter() - started
+        PHASES.clear()
+        started, cpu = time.perf_counter(), time.process_time()
+        result = await match_new_papers(store)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        assert result.papers == len(new), result
+        # cross-check 100 topics against the full index for the new id range
+        rng = random.Random(3)
+        sample = rng.sample(await store.live_topics(), 100)
+        for topic in sample:
+            full = {p.id for p in await store.matching_papers(fts=topic.fts) if p.id > before}
+            mine = {p.id for p in await store.matching_papers(topic_id=topic.id) if p.id > before}
+            assert full == mine, topic.query
+        return seconds, {
+            "live": live, "stored_s": stored, "matches": result.matches,
+            "alerts": result.alerts_queued, "cpu_s": cpu, **PHASES,
+        }  # fmt: skip
+    finally:
+        await store.close()
+
+
+# ------------------------------------------------------------------------------- the baseline
+def naive_per_pair(new: list[Paper], queries: list[str], pairs: int) -> tuple[float, int]:
+    """Seconds per (paper, topic) pair with ``query.matches``, on a random sample of pairs."""
+    rng = random.Random(11)
+    nodes = [ql.parse(q) for q in queries]
+    dicts = [
+        {"title": p.title, "abstract": p.abstract, "authors": list(p.authors),
+         "categories": list(p.categories)}
+        for p in new
+    ]  # fmt: skip
+    sample = [(rng.choice(dicts), rng.choice(nodes)) for _ in range(pairs)]
+    hits = 0
+    started = time.perf_counter()
+    for paper, node in sample:
+        hits += ql.matches(node, paper)
+    return (time.perf_counter() - started) / pairs, hits
+
+
+# ------------------------------------------------------------------------------- main
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (fresh copies)")
+    parser.add_argument("--pairs", type=int, default=5_000, help="naive pairs to time")
+    parser.add_argument("--rebuild", action="store_true", help="rebuild the cached base store")
+    args = parser.parse_args()
+
+    papers = read_papers_file(LISTINGS)
+    old, new = papers[:-NEW_PAPERS], papers[-NEW_PAPERS:]
+    seed_queries, source = catalogue_queries()
+    specific, broad = vocabulary(seed_queries, old)
+    queries = generate_queries(specific, broad, TOPICS)
+    print(f"vocabulary: {len(specific):,} phrases and {len(broad):,} words from {source} "
+          "and the corpus's frequent title bigrams")  # fmt: skip
+    print(f"queries: {len(queries):,} distinct, e.g. {queries[0]!r}, {queries[1]!r}")
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    base = OUT / "matching-base.db"
+    stamp = OUT / "matching-base.queries"
+    fingerprint = hashlib.sha256("\n".join([f"{CHATS}", *queries]).encode()).hexdigest()
+    if args.rebuild or not base.exists() or not stamp.exists() or stamp.read_text() != fingerprint:
+        print(f"building {base.relative_to(ROOT)}: {len(old):,} papers, {TOPICS:,} topics, "
+              f"{CHATS:,} chats × {TOPICS_PER_CHAT} follows")  # fmt: skip
+        await build_base(base, old, queries)
+        stamp.write_text(fingerprint)
+    else:
+        print(f"reusing {base.relative_to(ROOT)}")
+
+    # "news": the round's papers were first published in the last two days, so alerts queue
+    # (the worst case: a whole day's papers in one round); "history": the listing's own dates,
+    # months old, as in a backfill: matched and recorded, never alerted
+    now = datetime.now(UTC)
+    workloads = {
+        "news": [
+            dataclasses.replace(p, published=iso(now - timedelta(minutes=n)), updated=iso(now))
+            for n, p in enumerate(new)
+        ],
+        "history": new,
+    }
+    _instrument()
+    results: dict[str, tuple[list[float], dict[str, float]]] = {}
+    for label, papers_in in workloads.items():
+        times: list[float] = []
+        info: dict[str, float] = {}
+        for n in range(args.rounds):
+            seconds, info = await one_round(base, OUT / "matching-run.db", papers_in)
+            times.append(seconds)
+            print(f"  {label} round {n + 1}: {seconds:.3f}s wall, {info['cpu_s']:.3f}s CPU "
+                  f"(match_batch {info['match_batch']:.3f}s, record_matches "
+                  f"{info['record']:.3f}s)")  # fmt: skip
+        results[label] = (times, info)
+
+    per_pair, hits = naive_per_pair(new, queries, args.pairs)
+    full_pairs = len(new) * len(queries)
+    naive_total = per_pair * full_pairs
+
+    print()
+    for label, (times, info) in results.items():
+        median = statistics.median(times)
+        print(f"{label} round: {len(new):,} new papers × {int(info['live']):,} live topics "
+              f"({int(info['matches']):,} matches, {int(info['alerts']):,} alerts queued for "
+              f"{CHATS:,} chats)")  # fmt: skip
+        print(f"  match_new_papers wall time: median {median:.3f}s of {len(times)} "
+              f"(min {min(times):.3f}s, max {max(times):.3f}s); goal ≤ {GOAL_SECONDS:.1f}s: "
+              f"{'met' if median <= GOAL_SECONDS else 'MISSED'}")  # fmt: skip
+        print(f"  of which matching in memory {info['match_batch']:.3f}s, recording matches "
+              f"and alerts {info['record']:.3f}s (last round)")  # fmt: skip
+        ratio = naive_total / median
+        print(f"  speed-up over naive: {ratio:,.0f}× (goal ≥ {GOAL_RATIO:.0f}×: "
+              f"{'met' if ratio >= GOAL_RATIO else 'MISSED'})")  # fmt: skip
+    print(f"storing the papers (before the round, not timed in it): "
+          f"{results['news'][1]['stored_s']:.2f}s")  # fmt: skip
+    print("cross-check, every round: 100 sampled topics' matches equal the full-index matches")
+    print(f"naive baseline: query.matches on {args.pairs:,} random (paper, topic) pairs "
+          f"({hits} matched): {per_pair * 1e6:.0f} µs/pair")  # fmt: skip
+    print(f"  extrapolated to all {full_pairs:,} pairs (not run: too long): "
+          f"{naive_total:,.0f}s ≈ {naive_total / 3600:.1f} h")  # fmt: skip
+    print(f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

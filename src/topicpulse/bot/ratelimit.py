@@ -1,0 +1,388 @@
+"""Flood control for the Bot API: a python-telegram-bot ``BaseRateLimiter`` on aiolimiter.
+
+Telegram's limits (commonly quoted; Telegram does not publish exact numbers): about 30 messages a
+second per bot, about one a second per private chat with short bursts, 20 a minute per group.
+Past them a request fails with 429 and ``retry_after``, and a bot that keeps sending into a
+penalised scope is given longer and longer penalties.
+
+``TelegramRateLimiter`` paces every message-sending request *before* it goes out, so that 429s
+do not happen in the first place:
+
+* one global leaky bucket (29/s, bursts of 20) shared by everything the bot sends;
+* one bucket per private chat (1/s, bursts of 2) and per group (at most 19 in any minute);
+* two priorities. Replies to users are the default; bulk sends (alerts) pass
+  ``rate_limit_args=Priority.BULK``. Waiters are served reply-first, and bulk sends never take
+  the last tokens of a bucket (``reserve``), which stay free for replies: a user's command is
+  answered about as fast as on an idle bot while thousands of alerts drain at full speed.
+
+It also reacts to the 429s that happen anyway. The chat that got one is closed for
+``retry_after`` — only that chat, the others keep flowing — unless several chats get one at
+about the same time: then Telegram is limiting the whole bot, and every send waits. A bulk send
+into a closed chat fails at once with ``RetryAfter`` (the delivery engine defers that chat and
+moves on); a reply waits and retries.
+
+The buckets are aiolimiter's ``AsyncLimiter`` (its leaky-bucket accounting); the queueing by
+priority is ``PriorityBucket`` below. Only message-sending endpoints are paced (``send*`` but
+``sendChatAction``, ``edit*``, ``copy*``, ``forward*``); ``getUpdates`` never reaches a rate
+limiter, and queries such as ``getChatMember`` or ``answerCallbackQuery`` pass straight through.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dtm
+import logging
+import warnings
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from aiolimiter import AsyncLimiter
+from telegram.error import RetryAfter
+from telegram.ext import BaseRateLimiter
+from telegram.warnings import PTBDeprecationWarning
+
+log = logging.getLogger(__name__)
+
+JSON = bool | dict[str, Any] | list[dict[str, Any]]
+
+
+class Priority(IntEnum):
+    """``rate_limit_args`` for ``ExtBot`` methods. Only ``BULK`` needs passing: PTB drops falsy
+    ``rate_limit_args``, so ``REPLY`` (0) is what a call without them gets."""
+
+    REPLY = 0
+    BULK = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The budgets, in messages per second. Defaults: Telegram's limits with a safety margin
+    (every bucket allows strictly less than Telegram in any window, even with jitter of a few
+    hundred milliseconds between our clock and Telegram's)."""
+
+    global_rate: float = 29.0
+    global_burst: float = 20.0
+    global_reserve: float = 5.0  # of the global burst, left to replies by bulk sends
+    private_rate: float = 1.0
+    private_burst: float = 2.0
+    private_reserve: float = 1.0
+    group_rate: float = 16 / 60  # with the burst of 3: at most 19 in any 60 s (Telegram: 20)
+    group_burst: float = 3.0
+    group_reserve: float = 1.0
+    # Several chats answered 429 within this window: Telegram is limiting the whole bot.
+    global_flood_chats: int = 3
+    global_flood_window: float = 1.0
+    # Replies retry a 429 (after waiting it out) this often, if the wait is at most this long.
+    reply_retries: int = 3
+    reply_max_wait: float = 30.0
+
+    def scaled(self, factor: float) -> Limits:
+        """The same limits ``factor`` times faster (tests against a fake with faster limits)."""
+        return Limits(
+            global_rate=self.global_rate * factor,
+            global_burst=self.global_burst,
+            global_reserve=self.global_reserve,
+            private_rate=self.private_rate * factor,
+            private_burst=self.private_burst,
+            private_reserve=self.private_reserve,
+            group_rate=self.group_rate * factor,
+            group_burst=self.group_burst,
+            group_reserve=self.group_reserve,
+            global_flood_chats=self.global_flood_chats,
+            global_flood_window=self.global_flood_window / factor,
+            reply_retries=self.reply_retries,
+            reply_max_wait=self.reply_max_wait,
+        )
+
+
+class ChatCoolingDown(RetryAfter):
+    """A bulk send refused before it went out: the chat is serving a 429 penalty."""
+
+
+# ---------------------------------------------------------------------------------- buckets
+class _Bucket(AsyncLimiter):
+    """aiolimiter's leaky bucket with two non-blocking operations for ``PriorityBucket``."""
+
+    __slots__ = ()
+
+    def wait_time(self, amount: float) -> float:
+        """Seconds until ``amount`` fits in the bucket (0: it fits now)."""
+        if self.has_capacity(amount):  # also leaks what drained since the last look
+            return 0.0
+        return (self._level + amount - self.max_rate) / self._rate_per_sec
+
+    def take(self) -> None:
+        """Add one to the bucket (the caller checked ``has_capacity``)."""
+        self._leak()
+        self._level += 1
+
+    def idle(self) -> bool:
+        return self.has_capacity(self.max_rate)
+
+
+class PriorityBucket:
+    """A leaky bucket whose waiters are served by priority (replies before bulk, each FIFO).
+
+    A bulk request is only let through while ``reserve`` capacity stays free after it, so a
+    reply finds room at once even when bulk traffic keeps the bucket busy.
+    """
+
+    __slots__ = ("_bucket", "_queues", "_reserve", "_timer")
+
+    def __init__(self, rate: float, burst: float, reserve: float = 0.0) -> None:
+        if reserve + 1 > burst:
+            raise ValueError("the burst must leave room for one bulk send beside the reserve")
+        self._bucket = _Bucket(burst, burst / rate)
+        self._reserve = reserve
+        self._queues: tuple[deque[asyncio.Future[None]], ...] = (deque(), deque())
+        self._timer: asyncio.TimerHandle | None = None
+
+    def _need(self, priority: Priority) -> float:
+        return 1.0 + (self._reserve if priority == Priority.BULK else 0.0)
+
+    def waiting(self) -> int:
+        return sum(1 for q in self._queues for f in q if not f.done())
+
+    def idle(self) -> bool:
+        return not self.waiting() and self._bucket.idle()
+
+    async def acquire(self, priority: Priority = Priority.REPLY) -> None:
+        ahead = any(not f.done() for q in self._queues[: priority + 1] for f in q)
+        if not ahead and self._bucket.has_capacity(self._need(priority)):
+            self._bucket.take()
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queues[priority].append(future)
+        self._serve()
+        try:
+            await future
+        except asyncio.CancelledError:
+            self._serve()  # the head may have been us; a token granted as we left is unused
+            raise
+
+    def _serve(self) -> None:
+        """Grant tokens to the waiters at the head, highest priority first; if the head does
+        not fit yet, come back when it will."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while True:
+            head: tuple[asyncio.Future[None], Priority] | None = None
+            for priority, queue in zip(Priority, self._queues, strict=True):
+                while queue and queue[0].done():
+                    queue.popleft()
+                if queue:
+                    head = (queue[0], priority)
+                    break
+            if head is None:
+                return
+            future, priority = head
+            wait = self._bucket.wait_time(self._need(priority))
+            if wait > 0:
+                loop = asyncio.get_running_loop()
+                self._timer = loop.call_at(loop.time() + wait, self._serve)
+                return
+            self._bucket.take()
+            self._queues[priority].popleft()
+            future.set_result(None)
+
+
+# ---------------------------------------------------------------------------------- limiter
+_PACED_PREFIXES = ("send", "edit", "copy", "forward")
+_NOT_PACED = frozenset({"sendChatAction"})
+
+
+def paced(endpoint: str) -> bool:
+    """Whether ``endpoint`` sends or changes a message (what Telegram's flood limits count)."""
+    return endpoint.startswith(_PACED_PREFIXES) and endpoint not in _NOT_PACED
+
+
+def _chat_key(chat_id: object) -> int | str | None:
+    if chat_id is None:
+        return None
+    if isinstance(chat_id, int):
+        return chat_id
+    text = str(chat_id).strip()
+    return int(text) if text.lstrip("-").isdigit() else text  # "@channel" stays a string
+
+
+def _is_group(chat: int | str) -> bool:
+    return isinstance(chat, str) or chat < 0
+
+
+def _retry_after(kind: type[RetryAfter], seconds: float) -> RetryAfter:
+    with warnings.catch_warnings():  # PTB warns about the type retry_after will have
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        return kind(dtm.timedelta(seconds=max(seconds, 0.001)))
+
+
+def retry_seconds(exc: RetryAfter) -> float:
+    """``retry_after`` in seconds (without PTB's warning about its future type)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PTBDeprecationWarning)
+        value = exc.retry_after
+    return value.total_seconds() if isinstance(value, dtm.timedelta) else float(value)
+
+
+@dataclass(slots=True)
+class LimiterStats:
+    sent: int = 0  # requests let through
+    floods: int = 0  # 429s received
+    global_floods: int = 0  # of which judged to be bot-wide
+    refused: int = 0  # bulk sends refused because their chat was cooling down
+    reply_retries: int = 0
+
+
+class TelegramRateLimiter(BaseRateLimiter[Priority]):
+    """Paces sends to stay inside Telegram's limits; see the module docstring."""
+
+    __slots__ = (
+        "_chat_buckets",
+        "_chat_cooldown",
+        "_created",
+        "_global",
+        "_global_until",
+        "_recent_floods",
+        "_time",
+        "limits",
+        "stats",
+    )
+
+    def __init__(self, limits: Limits | None = None) -> None:
+        self.limits = limits or Limits()
+        self.stats = LimiterStats()
+        self._global: PriorityBucket | None = None
+        self._chat_buckets: dict[int | str, PriorityBucket] = {}
+        self._chat_cooldown: dict[int | str, float] = {}  # chat → loop time its penalty ends
+        self._global_until = 0.0
+        self._recent_floods: deque[tuple[float, int | str | None]] = deque()
+        self._created = 0
+        self._time: Callable[[], float] = lambda: asyncio.get_running_loop().time()
+
+    async def initialize(self) -> None:
+        """Buckets are made lazily, inside the running loop."""
+
+    async def shutdown(self) -> None:
+        self._chat_buckets.clear()
+        self._global = None
+
+    # ------------------------------------------------------------------ introspection
+    def cooldown(self, chat_id: int | str | None = None) -> float:
+        """Seconds until a send to ``chat_id`` (or any send, for None) may go out."""
+        now = self._time()
+        until = self._global_until
+        if chat_id is not None:
+            until = max(until, self._chat_cooldown.get(_chat_key(chat_id) or 0, 0.0))
+        return max(0.0, until - now)
+
+    # ------------------------------------------------------------------ buckets
+    def _global_bucket(self) -> PriorityBucket:
+        if self._global is None:
+            lim = self.limits
+            self._global = PriorityBucket(lim.global_rate, lim.global_burst, lim.global_reserve)
+        return self._global
+
+    def _chat_bucket(self, chat: int | str) -> PriorityBucket:
+        bucket = self._chat_buckets.get(chat)
+        if bucket is None:
+            lim = self.limits
+            if _is_group(chat):
+                bucket = PriorityBucket(lim.group_rate, lim.group_burst, lim.group_reserve)
+            else:
+                bucket = PriorityBucket(lim.private_rate, lim.private_burst, lim.private_reserve)
+            self._chat_buckets[chat] = bucket
+            self._created += 1
+            if self._created % 1024 == 0:
+                self._evict(keep=chat)
+        return bucket
+
+    def _evict(self, keep: int | str) -> None:
+        """Forget buckets that are back to empty and penalties that are over (a bucket that
+        drained completely behaves exactly like a new one)."""
+        for chat, bucket in list(self._chat_buckets.items()):
+            if chat != keep and bucket.idle():
+                del self._chat_buckets[chat]
+        now = self._time()
+        for chat, until in list(self._chat_cooldown.items()):
+            if until <= now:
+                del self._chat_cooldown[chat]
+
+    # ------------------------------------------------------------------ 429s
+    def _note_flood(self, chat: int | str | None, seconds: float) -> None:
+        self.stats.floods += 1
+        now = self._time()
+        lim = self.limits
+        if chat is not None:
+            self._chat_cooldown[chat] = max(self._chat_cooldown.get(chat, 0.0), now + seconds)
+        floods = self._recent_floods
+        floods.append((now, chat))
+        while floods and now - floods[0][0] > lim.global_flood_window:
+            floods.popleft()
+        chats = {c for _, c in floods}
+        if chat is None or len(chats) >= lim.global_flood_chats:
+            if self._global_until < now + seconds:
+                self.stats.global_floods += 1
+                log.warning(
+                    "Telegram flood control on %d chats at once: all sends wait %.1fs",
+                    len(chats),
+                    seconds,
+                )
+            self._global_until = max(self._global_until, now + seconds)
+        else:
+            log.info("Telegram flood control for chat %s: it waits %.1fs", chat, seconds)
+
+    async def _wait_penalties(self, chat: int | str | None, priority: Priority) -> None:
+        """Wait out a bot-wide penalty; a chat's own penalty is waited out by replies and
+        refused at once for bulk sends (their sender has other chats to serve)."""
+        while True:
+            now = self._time()
+            chat_left = self._chat_cooldown.get(chat, 0.0) - now if chat is not None else 0.0
+            if chat_left > 0 and priority == Priority.BULK:
+                self.stats.refused += 1
+                raise _retry_after(ChatCoolingDown, chat_left)
+            left = max(chat_left, self._global_until - now)
+            if left <= 0:
+                return
+            if priority == Priority.REPLY and left > self.limits.reply_max_wait:
+                raise _retry_after(RetryAfter, left)
+            await asyncio.sleep(left)
+
+    # ------------------------------------------------------------------ the request
+    async def process_request(
+        self,
+        callback: Callable[..., Coroutine[Any, Any, JSON]],
+        args: Any,
+        kwargs: dict[str, Any],
+        endpoint: str,
+        data: dict[str, Any],
+        rate_limit_args: Priority | None,
+    ) -> JSON:
+        if not paced(endpoint):
+            return await callback(*args, **kwargs)
+        priority = Priority.BULK if rate_limit_args == Priority.BULK else Priority.REPLY
+        chat = _chat_key(data.get("chat_id"))
+        retries = 0
+        while True:
+            await self._wait_penalties(chat, priority)
+            if chat is not None:
+                await self._chat_bucket(chat).acquire(priority)
+            await self._global_bucket().acquire(priority)
+            if self.cooldown(chat) > 0:  # a 429 elsewhere closed the scope while we queued
+                continue
+            self.stats.sent += 1
+            try:
+                return await callback(*args, **kwargs)
+            except RetryAfter as exc:
+                seconds = retry_seconds(exc)
+                self._note_flood(chat, seconds)
+                if (
+                    priority == Priority.BULK
+                    or retries >= self.limits.reply_retries
+                    or seconds > self.limits.reply_max_wait
+                ):
+                    raise
+                retries += 1
+                self.stats.reply_retries += 1

@@ -1,0 +1,160 @@
+"""Crash safety: ``python -m topicpulse run`` killed with SIGKILL in the middle of a fan-out,
+three times, and restarted each time, against a fake Bot API (Telegram's limits, 100 ms
+latency) running in this process.
+
+Every alert must arrive, and an alert may arrive twice only if it was in flight at a kill:
+accepted by Telegram but not yet marked sent in the outbox. Those are counted after each kill
+from the fake's records and the database; the duplicates must be exactly these, and few."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from fake_arxiv import FakeArxiv
+from fake_telegram import FakeTelegram
+from fanout import delivered, fill_outbox, lost_and_duplicated
+from topicpulse.delivery import DEFAULT_CONCURRENCY
+from topicpulse.store import Store
+
+ROOT = Path(__file__).resolve().parents[1]
+CHATS = 180
+KILLS = 3
+SENDS_BETWEEN_KILLS = 35
+
+
+class BotProcess:
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env = env
+        self.log = log
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICPULSE_")}
+        env.pop("TELEGRAM_BOT_TOKEN", None)
+        env.update(self.env)
+        env["PYTHONPATH"] = str(ROOT / "src")
+        with self.log.open("ab") as log:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "topicpulse",
+                "run",
+                cwd=str(self.log.parent),
+                env=env,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+            )
+
+    async def kill(self) -> None:
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGKILL)
+        await self.proc.wait()
+
+    async def stop(self) -> int:
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), timeout=20)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        return int(self.proc.returncode or 0)
+
+
+async def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def marked_sent(db: Path) -> set[tuple[int, str]]:
+    """(chat, arXiv id) of the outbox rows marked sent."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        rows = conn.execute(
+            "SELECT o.chat_id, p.arxiv_id FROM outbox o JOIN papers p ON p.id = o.paper_id"
+            " WHERE o.state = 'sent'"
+        ).fetchall()
+    finally:
+        conn.close()
+    return {(int(c), str(a)) for c, a in rows}
+
+
+def pending(db: Path) -> int:
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
+    try:
+        return int(conn.execute("SELECT count(*) FROM outbox WHERE state='pending'").fetchone()[0])
+    finally:
+        conn.close()
+
+
+async def test_kill_9_mid_fan_out_loses_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "crash.db"
+    async with await Store.open(db) as store:
+        fan = await fill_outbox(store, list(range(1, CHATS + 1)), alerts=2 * CHATS)
+    fake = FakeTelegram(enforce_limits=True, latency=0.1)
+    await fake.start()
+    arxiv = FakeArxiv()
+    await arxiv.start()
+    log = tmp_path / "bot.log"
+    bot = BotProcess(
+        {
+            "TELEGRAM_BOT_TOKEN": fake.token,
+            "TOPICPULSE_TELEGRAM_API_URL": fake.base_url,
+            "TOPICPULSE_ARXIV_API_URL": arxiv.url,
+            "TOPICPULSE_DB": str(db),
+            "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",
+            "TOPICPULSE_BACKFILL_WEEKS": "0",
+            "TOPICPULSE_POLL_SECONDS": "3600",
+        },
+        log,
+    )
+
+    def alert_messages() -> int:
+        return sum(1 for m in fake.sent if m.chat_id in fan.expected)
+
+    in_flight_at_kills: list[int] = []
+    try:
+        for _ in range(KILLS):
+            target = alert_messages() + SENDS_BETWEEN_KILLS
+            await bot.start()
+            await wait_for(lambda t=target: alert_messages() >= t, 60, "the fan-out")
+            await bot.kill()
+            await asyncio.sleep(0.5)  # requests the fake had already received land
+            accepted = {
+                (chat, arxiv_id)
+                for chat, ids in delivered(fake.sent, fan.expected).items()
+                for arxiv_id in ids
+            }
+            in_flight_at_kills.append(len(accepted - marked_sent(db)))
+            assert pending(db) > 0, "the fan-out ended before the kill; send more alerts"
+        await bot.start()
+        await wait_for(lambda: pending(db) == 0, 90, "the outbox to drain")
+        assert await bot.stop() == 0  # SIGTERM: a clean stop
+    finally:
+        if bot.proc is not None and bot.proc.returncode is None:
+            bot.proc.kill()
+            await bot.proc.wait()
+        await arxiv.close()
+        await fake.stop()
+
+    lost, dupes = lost_and_duplicated(fan, fake.sent)
+    print(f"in flight at the kills: {in_flight_at_kills}; duplicates: {dupes}")
+    assert lost == 0
+    # re-sent: only what was in flight at a kill, and at most one message per worker each time
+    assert dupes <= sum(in_flight_at_kills), (dupes, in_flight_at_kills)
+    assert all(n <= DEFAULT_CONCURRENCY * 2 for n in in_flight_at_kills)
+    assert 429 not in fake.stats["by_error_code"]
+    text = log.read_text("utf-8", "replace")
+    assert text.count("topicpulse is running") == KILLS + 1
+    assert fake.token not in text and fake.token.split(":")[1] not in text
