@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 from typing import TYPE_CHECKING
 
@@ -16,26 +17,36 @@ _EARLIER = "#b8c4d6"
 
 def render_chart(m: Momentum, *, title: str | None = None) -> bytes:
     """A bar chart of ``m.weekly``: title = topic name, subtitle = the headline numbers, the last
-    four weeks highlighted, a count on each bar, week labels like "Jul 13"."""
-    counts = [c for _, c in m.weekly]
-    labels = [w.strftime("%b %-d") for w, _ in m.weekly]
+    four weeks highlighted, a count on each bar, week labels like "Jul 13".
+
+    Rendering costs a few hundred ms of CPU, so the PNGs of the most recent distinct charts are
+    kept: asking for the same topic again until its numbers change costs nothing."""
+    return _render(
+        title or m.topic or m.query,
+        headline(m),
+        tuple(w.strftime("%b %-d") for w, _ in m.weekly),
+        tuple(c for _, c in m.weekly),
+    )
+
+
+@functools.lru_cache(maxsize=128)
+def _render(name: str, subtitle: str, labels: tuple[str, ...], counts: tuple[int, ...]) -> bytes:
     colours = [_EARLIER] * max(0, len(counts) - 4) + [_RECENT] * min(4, len(counts))
 
     fig = _figure()
     ax = fig.add_subplot()
     bars = ax.bar(range(len(counts)), counts, color=colours, width=0.75)
     ax.bar_label(bars, labels=[str(c) if c else "" for c in counts], fontsize=9, padding=2)
-    ax.set_xticks(range(len(counts)), labels, rotation=45, ha="right", fontsize=9)
+    ax.set_xticks(range(len(counts)), list(labels), rotation=45, ha="right", fontsize=9)
     ax.set_ylabel("papers per week")
     top = max([*counts, 1]) * 1.18
     ax.set_ylim(0, top)
     ax.spines[["top", "right"]].set_visible(False)
     ax.yaxis.get_major_locator().set_params(integer=True)
-    name = title or m.topic or m.query
     # parse_math=False: a "$" in a name (users' queries) is text, not mathtext that can fail
     fig.suptitle(_shorten(name, 60), fontsize=14, fontweight="bold", x=0.02, ha="left",
                  parse_math=False)  # fmt: skip
-    ax.set_title(_shorten(headline(m), 110), fontsize=9.5, loc="left", color="#444444",
+    ax.set_title(_shorten(subtitle, 110), fontsize=9.5, loc="left", color="#444444",
                  parse_math=False)  # fmt: skip
     fig.text(
         0.99,
