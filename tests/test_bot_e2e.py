@@ -1039,3 +1039,50 @@ async def test_the_token_is_in_no_log_line(
     assert "error while handling an update" in messages
     assert "ZeroDivisionError" in text
     assert any("is gone" in m or "blocked" in m for m in messages)
+
+
+# ---------------------------------------------------------------------------------- spikes
+async def test_a_spike_alerts_followers_with_spikes_on_once(tmp_path: Path) -> None:
+    """A followed topic that jumps (2 papers → 12 in four weeks, +500%) starts one spike
+    episode: followers with spike alerts on get one photo with the sentence and the chart,
+    followers with them off get none, and the next round sends nothing again."""
+    fake = FakeTelegram()
+    await fake.start()
+    arxiv = FakeArxiv()
+    await arxiv.start()
+    settings = load_settings(
+        telegram_bot_token=fake.token,
+        TOPICPULSE_DB=str(tmp_path / "spikes.db"),
+        TOPICPULSE_TELEGRAM_API_URL=fake.base_url,
+        TOPICPULSE_ARXIV_API_URL=arxiv.url,
+        TOPICPULSE_ARXIV_DELAY_SECONDS=0,
+        TOPICPULSE_BACKFILL_WEEKS=0,
+        TOPICPULSE_POLL_SECONDS=3600,
+    )  # default spike thresholds: ≥ 10 papers in 4 weeks and ≥ +50%
+    bot = Bot(fake, arxiv, settings, Clock())
+    await bot.start()
+    try:
+        quiet = USER + 1
+        for chat_id in (USER, quiet):
+            await bot.ask(chat_id, "/follow grpo")
+        await bot.say(quiet, "/spikes off")
+        history = [paper(n, f"GRPO study {n}", days_ago=30 + n) for n in (1, 2)]
+        burst = [paper(n, f"GRPO burst {n}", days_ago=n) for n in range(10, 22)]
+        arxiv.replace([*history, *burst])
+        await bot.poll_and_deliver()
+
+        photos = [m for m in fake.messages_to(USER) if m.method == "sendPhoto"]
+        assert len(photos) == 1
+        caption = photos[0].text or ""
+        assert "Group Relative Policy Optimization is spiking" in caption  # /follow grpo: a slug
+        assert "12 papers in the last four weeks, up 500% on the four weeks before." in caption
+        assert photos[0].photo_bytes is not None and photos[0].photo_bytes.startswith(b"\x89PNG")
+        assert not [m for m in fake.messages_to(quiet) if m.method == "sendPhoto"]
+
+        await bot.poll_and_deliver()  # still spiking: the same episode, no second alert
+        assert len([m for m in fake.messages_to(USER) if m.method == "sendPhoto"]) == 1
+        check_traffic(fake)
+    finally:
+        await bot.stop()
+        await arxiv.close()
+        await fake.stop()

@@ -142,6 +142,16 @@ def test_run_without_a_token_fails_in_one_line(tmp_path: Path) -> None:
     assert "TELEGRAM_BOT_TOKEN" in one_line(result.stderr)
 
 
+def test_run_with_the_bot_api_unreachable_fails_with_a_reason(tmp_path: Path) -> None:
+    token = "123456:TEST-token-not-real"
+    result = cli(tmp_path, "run", TELEGRAM_BOT_TOKEN=token,
+                 TOPICPULSE_TELEGRAM_API_URL="http://127.0.0.1:9/bot")  # fmt: skip
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("topicpulse: cannot reach the Bot API at http://127.0.0.1:9/bot")
+    assert token not in result.stderr + result.stdout
+
+
 def test_bad_configuration_names_the_variable(tmp_path: Path) -> None:
     result = cli(tmp_path, "stats", TOPICPULSE_POLL_SECONDS="abc")
     assert result.returncode == 2

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from topicpulse import __version__, momentum
 from topicpulse import query as ql
-from topicpulse.arxiv import ArxivClient
 from topicpulse.charts import render_chart
 from topicpulse.config import ConfigError, Settings, load_settings
 from topicpulse.ingest import Ingestor, Progress, import_files
@@ -34,15 +33,6 @@ log = logging.getLogger("topicpulse")
 
 class CommandError(Exception):
     """An expected failure: printed as one line, exit code 1."""
-
-
-def _client(settings: Settings) -> ArxivClient:
-    return ArxivClient(
-        settings.arxiv_api_url,
-        delay=settings.arxiv_delay_seconds,
-        timeout=settings.arxiv_timeout_seconds,
-        retries=settings.arxiv_retries,
-    )
 
 
 def _progress() -> Progress:
@@ -75,15 +65,12 @@ async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def cmd_poll(args: argparse.Namespace, settings: Settings) -> int:
-    async with await Store.open(settings.db) as store, _client(settings) as client:
-        ingestor = Ingestor(
-            store,
-            client,
-            settings.categories,
-            page_size=settings.arxiv_page_size,
-            overlap_days=settings.overlap_days,
-        )
-        stats, _ = await ingestor.poll()
+    async with await Store.open(settings.db) as store:
+        ingestor = Ingestor.from_settings(store, settings)
+        try:
+            stats, _ = await ingestor.poll()
+        finally:
+            await ingestor.client.aclose()
     if not stats.ok:
         raise CommandError(f"poll failed: {stats.message}")
     print(
@@ -95,15 +82,12 @@ async def cmd_poll(args: argparse.Namespace, settings: Settings) -> int:
 
 async def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     weeks = settings.backfill_weeks if args.weeks is None else args.weeks
-    async with await Store.open(settings.db) as store, _client(settings) as client:
-        ingestor = Ingestor(
-            store,
-            client,
-            settings.categories,
-            page_size=settings.arxiv_page_size,
-            overlap_days=settings.overlap_days,
-        )
-        stats, _ = await ingestor.backfill(weeks, progress=_progress())
+    async with await Store.open(settings.db) as store:
+        ingestor = Ingestor.from_settings(store, settings)
+        try:
+            stats, _ = await ingestor.backfill(weeks, progress=_progress())
+        finally:
+            await ingestor.client.aclose()
     if not stats.ok:
         raise CommandError(f"backfill interrupted (run it again to resume): {stats.message}")
     print(f"backfill: {stats.new} new, {stats.updated} updated, {stats.requests} request(s)")
@@ -288,9 +272,20 @@ async def cmd_trending(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.telegram_bot_token:
         raise CommandError("TELEGRAM_BOT_TOKEN is not set: get a token from @BotFather and set it")
+    from telegram.error import InvalidToken, NetworkError
+
     from topicpulse.bot.app import run_bot
 
-    run_bot(settings)
+    try:
+        run_bot(settings)
+    except InvalidToken:
+        raise CommandError(
+            "Telegram rejected TELEGRAM_BOT_TOKEN: check it with @BotFather"
+        ) from None
+    except NetworkError as exc:  # at start-up only; once running, outages are retried
+        raise CommandError(
+            f"cannot reach the Bot API at {settings.telegram_api_url} ({exc.message})"
+        ) from None
     return 0
 
 

@@ -31,6 +31,7 @@ from topicpulse.arxiv import (
     date_range_query,
     parse_feed,
 )
+from topicpulse.config import Settings
 from topicpulse.models import Paper, RunStats, UpsertResult, iso, utcnow
 from topicpulse.store import BackfillWindow, Store
 
@@ -112,6 +113,33 @@ class Ingestor:
         self.overlap = timedelta(days=overlap_days)
         self.clock = clock
         self._lock = asyncio.Lock()  # one round at a time (poll and backfill share arXiv)
+
+    @classmethod
+    def from_settings(
+        cls,
+        store: Store,
+        settings: Settings,
+        *,
+        clock: Callable[[], datetime] = utcnow,
+        backoff: float = 5.0,
+    ) -> Ingestor:
+        """An ingestor with its own arXiv client, configured from the settings (close it with
+        ``await ingestor.client.aclose()``)."""
+        client = ArxivClient(
+            settings.arxiv_api_url,
+            delay=settings.arxiv_delay_seconds,
+            timeout=settings.arxiv_timeout_seconds,
+            retries=settings.arxiv_retries,
+            backoff=backoff,
+        )
+        return cls(
+            store,
+            client,
+            settings.categories,
+            page_size=settings.arxiv_page_size,
+            overlap_days=settings.overlap_days,
+            clock=clock,
+        )
 
     @property
     def categories_key(self) -> str:

@@ -19,8 +19,23 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
+class ArxivLinks:
+    """The abs and PDF links of anything with an ``arxiv_id``."""
+
+    __slots__ = ()
+    arxiv_id: str
+
+    @property
+    def url(self) -> str:
+        return f"https://arxiv.org/abs/{self.arxiv_id}"
+
+    @property
+    def pdf_url(self) -> str:
+        return f"https://arxiv.org/pdf/{self.arxiv_id}"
+
+
 @dataclass(frozen=True, slots=True)
-class Paper:
+class Paper(ArxivLinks):
     """One arXiv paper as parsed from the API (latest version seen)."""
 
     arxiv_id: str  # without version, e.g. "2401.01234" or "hep-th/9901001"
@@ -36,17 +51,9 @@ class Paper:
     journal_ref: str | None = None
     doi: str | None = None
 
-    @property
-    def url(self) -> str:
-        return f"https://arxiv.org/abs/{self.arxiv_id}"
-
-    @property
-    def pdf_url(self) -> str:
-        return f"https://arxiv.org/pdf/{self.arxiv_id}"
-
 
 @dataclass(frozen=True, slots=True)
-class StoredPaper:
+class StoredPaper(ArxivLinks):
     """A paper as read back from the store, with its row id and when we first stored it."""
 
     id: int
@@ -63,14 +70,6 @@ class StoredPaper:
     comment: str | None = None
     journal_ref: str | None = None
     doi: str | None = None
-
-    @property
-    def url(self) -> str:
-        return f"https://arxiv.org/abs/{self.arxiv_id}"
-
-    @property
-    def pdf_url(self) -> str:
-        return f"https://arxiv.org/pdf/{self.arxiv_id}"
 
 
 @dataclass(slots=True)

@@ -24,7 +24,6 @@ from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
 from topicpulse import momentum
-from topicpulse.arxiv import ArxivClient
 from topicpulse.bot import handlers
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
@@ -142,21 +141,7 @@ def build_application(
     async def post_init(app: Application) -> None:  # type: ignore[type-arg]
         store = await Store.open(settings.db)
         await sync_catalogue(store)
-        client = ArxivClient(
-            settings.arxiv_api_url,
-            delay=settings.arxiv_delay_seconds,
-            timeout=settings.arxiv_timeout_seconds,
-            retries=settings.arxiv_retries,
-            backoff=arxiv_backoff,
-        )
-        ingestor = Ingestor(
-            store,
-            client,
-            settings.categories,
-            page_size=settings.arxiv_page_size,
-            overlap_days=settings.overlap_days,
-            clock=clock,
-        )
+        ingestor = Ingestor.from_settings(store, settings, clock=clock, backoff=arxiv_backoff)
         thresholds = momentum.SpikeThresholds(
             min_last_4w=settings.spike_min_papers,
             min_change_pct=settings.spike_min_change_pct,
