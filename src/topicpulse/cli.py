@@ -174,6 +174,18 @@ def _print_json(value: object) -> None:
     print(json.dumps(value, ensure_ascii=False, indent=2))
 
 
+def _print_papers(
+    args: argparse.Namespace, query: str, count: int, papers: list[StoredPaper], heading: str
+) -> None:
+    """preview/search output: the documented JSON shape, or a heading and one line a paper."""
+    if args.json:
+        _print_json({"query": query, "count": count, "papers": [_paper_json(p) for p in papers]})
+        return
+    print(heading)
+    for p in papers:
+        print(f"  {p.published[:10]}  {p.arxiv_id:<12} {p.primary_category:<8} {p.title}")
+
+
 async def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
     async with await Store.open(settings.db) as store:
         await sync_catalogue(store)
@@ -197,14 +209,10 @@ async def cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
             until=iso(as_of),
         )
     query = topic.query if topic else args.query
-    if args.json:
-        _print_json(
-            {"query": query, "count": len(papers), "papers": [_paper_json(p) for p in papers]}
-        )
-        return 0
-    print(f"{len(papers)} papers in the {args.days} days before {iso(as_of)[:10]} for {query}")
-    for p in papers[: args.limit]:
-        print(f"  {p.published[:10]}  {p.arxiv_id:<12} {p.primary_category:<8} {p.title}")
+    heading = f"{len(papers)} papers in the {args.days} days before {iso(as_of)[:10]} for {query}"
+    _print_papers(
+        args, query, len(papers), papers[: args.limit] if not args.json else papers, heading
+    )
     return 0
 
 
@@ -241,14 +249,8 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             fts=fts, limit=args.limit, order="newest" if args.newest else "relevance"
         )
         count = await store.count_matches(fts=fts)
-    if args.json:
-        _print_json(
-            {"query": args.query, "count": count, "papers": [_paper_json(p) for p in papers]}
-        )
-        return 0
-    print(f"{count} papers match {args.query}; showing {len(papers)}")
-    for p in papers:
-        print(f"  {p.published[:10]}  {p.arxiv_id:<12} {p.primary_category:<8} {p.title}")
+    heading = f"{count} papers match {args.query}; showing {len(papers)}"
+    _print_papers(args, args.query, count, papers, heading)
     return 0
 
 
