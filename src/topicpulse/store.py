@@ -7,6 +7,7 @@ wraps them in ``BEGIN IMMEDIATE … COMMIT`` so a failed write leaves nothing ha
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -804,7 +805,7 @@ class Store(TopicQueries, ChatQueries):
     def __init__(self, conn: aiosqlite.Connection, path: str) -> None:
         self._conn = conn
         self.path = path
-        self._write_lock: Any = None  # created lazily inside the running loop
+        self._write_lock = asyncio.Lock()
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
@@ -840,10 +841,6 @@ class Store(TopicQueries, ChatQueries):
     @asynccontextmanager
     async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction at a time; rolled back on any error."""
-        import asyncio
-
-        if self._write_lock is None:
-            self._write_lock = asyncio.Lock()
         async with self._write_lock:
             await self._conn.execute("BEGIN IMMEDIATE")
             try:
