@@ -1,7 +1,8 @@
 """Ingestion benchmark: one poll and a full 8-week backfill against the fake arXiv API.
 
 The fake (tests/fake_arxiv.py) serves the 5,861 real papers of
-``shared/arxiv-listings/papers.jsonl`` re-dated so that the last listing day is yesterday (the 8
+``shared/arxiv-listings/papers.jsonl`` (without ../shared: as many generated papers over the same
+weeks, ``fake_arxiv.synthetic_listing``) re-dated so that the last listing day is yesterday (the 8
 weeks of listings become the last 8 weeks), each day's papers spread over the day. Both runs use
 the real ``Ingestor``/``ArxivClient`` with the production settings (default categories, page size
 1000, overlap 7 days) except the delay between requests, which is 0 here; the output also gives
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
 
-from fake_arxiv import FakeArxiv, load_listing  # noqa: E402
+from fake_arxiv import LISTINGS, FakeArxiv, listing_papers  # noqa: E402
 from topicpulse.arxiv import ArxivClient  # noqa: E402
 from topicpulse.config import DEFAULT_CATEGORIES  # noqa: E402
 from topicpulse.ingest import Ingestor  # noqa: E402
@@ -95,9 +96,10 @@ async def main() -> None:
     args = parser.parse_args()
 
     now = datetime.now(UTC).replace(hour=12, minute=0, second=0, microsecond=0)
-    papers = load_listing(end=now.date() - timedelta(days=1))
+    papers = listing_papers(end=now.date() - timedelta(days=1))
     first, last = min(p.published for p in papers), max(p.published for p in papers)
-    print(f"fake arXiv: {len(papers)} real papers, published {first[:10]} … {last[:10]}")
+    kind = "real" if LISTINGS.is_file() else "generated"
+    print(f"fake arXiv: {len(papers)} {kind} papers, published {first[:10]} … {last[:10]}")
     print(f"clock: {now:%Y-%m-%d %H:%M} UTC; {len(DEFAULT_CATEGORIES)} categories, "
           f"page size {PAGE_SIZE}, overlap {OVERLAP_DAYS} days, delay 0 s")  # fmt: skip
     in_poll_window = sum(p.published >= f"{now - timedelta(days=OVERLAP_DAYS):%Y-%m-%dT%H:%M:%SZ}"

@@ -2,8 +2,9 @@
 subscriptions in its store, while it polls arXiv, matches, sends alerts and answers commands
 (/momentum with its chart, /trending, /search, /latest, /list).
 
-The store is built once from the real papers of shared/arxiv-listings (recycled, with new ids
-and dates spread over 30 weeks) and cached in bench/out/memory.db; each run works on a copy.
+The store is built once from the real papers of shared/arxiv-listings (without ../shared:
+generated ones, ``fake_arxiv.synthetic_listing``), recycled with new ids and dates spread over
+30 weeks, and cached in bench/out/memory.db; each run works on a copy.
 The bot is ``python -m topicpulse run`` in a child process (the fakes run here), so its RSS is
 its own.
 
@@ -23,7 +24,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from _support import OUT, BotProcess, RssSampler, bot_env, mb, outbox_counts, wait_until
-from fake_arxiv import FakeArxiv, load_listing
+from fake_arxiv import FakeArxiv, listing_papers
 from fake_telegram import FakeTelegram
 from topicpulse import topics
 from topicpulse.models import Paper, iso
@@ -116,7 +117,7 @@ async def users(fake: FakeTelegram, names: list[str], stop: asyncio.Event) -> in
 async def main(args: argparse.Namespace) -> int:
     OUT.mkdir(parents=True, exist_ok=True)
     cached = OUT / "memory.db"
-    templates = load_listing()
+    templates = listing_papers()
     if args.fresh or not cached.exists():
         print("building the store (cached for the next runs):")
         await build(cached, templates)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import functools
-import hashlib
 import itertools
 import os
 import re
@@ -42,8 +41,11 @@ from aiohttp import web
 
 from topicpulse.ingest import papers_from_listing
 from topicpulse.models import Paper, iso, parse_iso
+from topicpulse.synthetic import ARXIV_SCHEME as ARXIV_SCHEME
+from topicpulse.synthetic import generate_papers, query_string
+from topicpulse.synthetic import render_entry as render_entry
+from topicpulse.synthetic import render_feed as render_feed
 
-ARXIV_SCHEME = "http://arxiv.org/schemas/atom"
 SHARED = Path(os.environ.get("TOPICPULSE_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 LISTINGS = SHARED / "arxiv-listings" / "papers.jsonl"
 
@@ -154,81 +156,16 @@ def parse_query(text: str) -> Query:
 
 
 # ---------------------------------------------------------------------------------- rendering
+# Entries and pages are written by topicpulse.synthetic (render_entry / render_feed, re-exported
+# here), in the element order of real arXiv API responses.
 def _text(value: str) -> str:
     return escape(value)
-
-
-def render_entry(paper: Paper) -> str:
-    """One ``<entry>`` exactly as arXiv writes it (element order of the recorded samples)."""
-    versioned = f"{paper.arxiv_id}v{paper.version}"
-    lines = [
-        "  <entry>",
-        f"    <id>http://arxiv.org/abs/{versioned}</id>",
-        f"    <title>{_text(paper.title)}</title>",
-        f"    <updated>{paper.updated}</updated>",
-        f'    <link href="https://arxiv.org/abs/{versioned}" rel="alternate" type="text/html"/>',
-        f'    <link href="https://arxiv.org/pdf/{versioned}" rel="related"'
-        ' type="application/pdf" title="pdf"/>',
-        f"    <summary>{_text(paper.abstract)}</summary>",
-    ]
-    lines += [
-        f'    <category term={quoteattr(c)} scheme="{ARXIV_SCHEME}"/>' for c in paper.categories
-    ]
-    lines.append(f"    <published>{paper.published}</published>")
-    if paper.comment is not None:
-        lines.append(f"    <arxiv:comment>{_text(paper.comment)}</arxiv:comment>")
-    lines.append(f"    <arxiv:primary_category term={quoteattr(paper.primary_category)}/>")
-    if paper.journal_ref is not None:
-        lines.append(f"    <arxiv:journal_ref>{_text(paper.journal_ref)}</arxiv:journal_ref>")
-    for author in paper.authors:
-        lines += ["    <author>", f"      <name>{_text(author)}</name>", "    </author>"]
-    if paper.doi is not None:
-        lines.append(f"    <arxiv:doi>{_text(paper.doi)}</arxiv:doi>")
-        lines.append(
-            f'    <link rel="related" href={quoteattr("https://doi.org/" + paper.doi)}'
-            ' title="doi"/>'
-        )
-    lines.append("  </entry>")
-    return "\n".join(lines)
-
-
-def _query_string(search_query: str, start: int, max_results: int) -> str:
-    return f"search_query={search_query}&id_list=&start={start}&max_results={max_results}"
-
-
-def render_feed(
-    papers: Sequence[Paper],
-    *,
-    search_query: str = "",
-    start: int = 0,
-    max_results: int = 10,
-    total_results: int | None = None,
-) -> bytes:
-    """A complete arXiv API response holding ``papers`` (one page of a query)."""
-    query = _query_string(search_query, start, max_results)
-    digest = hashlib.sha1(query.encode()).hexdigest()[:27]
-    head = [
-        "<?xml version='1.0' encoding='UTF-8'?>",
-        '<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/"'
-        f' xmlns:arxiv="{ARXIV_SCHEME}" xmlns="http://www.w3.org/2005/Atom">',
-        f"  <id>https://arxiv.org/api/{digest}</id>",
-        f"  <title>arXiv Query: {_text(query)}</title>",
-        f"  <updated>{iso(datetime.now(UTC))}</updated>",
-        f"  <link href={quoteattr('https://arxiv.org/api/query?' + query)}"
-        ' type="application/atom+xml"/>',
-        f"  <opensearch:itemsPerPage>{max_results}</opensearch:itemsPerPage>",
-        "  <opensearch:totalResults>"
-        f"{len(papers) if total_results is None else total_results}</opensearch:totalResults>",
-        f"  <opensearch:startIndex>{start}</opensearch:startIndex>",
-    ]
-    body = [render_entry(p) for p in papers]
-    return "\n".join([*head, *body, "</feed>", ""]).encode("utf-8")
 
 
 def render_error_feed(message: str, search_query: str = "") -> bytes:
     """arXiv's error answer: a feed whose single entry is the error (id …/api/errors#…)."""
     anchor = re.sub(r"\W+", "_", message).strip("_")
-    query = _query_string(search_query, 0, 10)
+    query = query_string(search_query, 0, 10)
     return "\n".join(
         [
             '<?xml version="1.0" encoding="UTF-8"?>',
@@ -321,6 +258,28 @@ def load_listing(
             stamp += timedelta(seconds=index * 86_000 // per_day[paper.published])
         out.append(dataclasses.replace(paper, published=iso(stamp), updated=iso(stamp)))
     return out
+
+
+LISTING_END = date(2026, 5, 22)  # the last listing day of the real papers.jsonl
+
+
+def synthetic_listing(
+    *, end: date | None = None, weeks: int = 8, per_weekday: int = 125, seed: int = 0
+) -> list[Paper]:
+    """Generated papers (``topicpulse.synthetic``) standing in for the real listing: from the
+    Monday ``weeks - 1`` weeks before ``end``'s week through ``end`` (default: the real
+    listing's span, 2026-03-30 … 2026-05-22), about as many papers as its 5,861 by default,
+    each with its own time of day."""
+    last = end or LISTING_END
+    first = last - timedelta(days=last.weekday(), weeks=weeks - 1)
+    return generate_papers(
+        start=first, days=(last - first).days + 1, per_weekday=per_weekday, seed=seed
+    )
+
+
+def listing_papers(*, end: date | None = None) -> list[Paper]:
+    """The real listing (``load_listing``) when ../shared has it, else ``synthetic_listing``."""
+    return load_listing(end=end) if LISTINGS.is_file() else synthetic_listing(end=end)
 
 
 # ---------------------------------------------------------------------------------- server

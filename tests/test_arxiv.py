@@ -1,12 +1,15 @@
-"""The arXiv Atom parser against the 11 recorded real API responses, the broken responses the
-API is known to produce, Retry-After parsing, and the client's handling of error statuses."""
+"""The arXiv Atom parser against API responses — generated ones (``topicpulse.synthetic``) and,
+when ../shared has them, the 11 recorded real responses — the broken responses the API is known
+to produce, Retry-After parsing, and the client's handling of error statuses."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import xml.etree.ElementTree as ET
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from conftest import SAMPLES, SYNTHETIC_TOTAL, requires_samples
 from fake_arxiv import (
     FakeArxiv,
     api_error,
@@ -34,13 +38,17 @@ from topicpulse.arxiv import (
     parse_feed,
 )
 from topicpulse.models import Paper
+from topicpulse.synthetic import generate_papers, to_atom
 
 ATOM = "{http://www.w3.org/2005/Atom}"
-SAMPLE_NAME = re.compile(r"q_testing_s(?P<start>\d+)_m(?P<max>\d+)_")
+SAMPLE_NAME = re.compile(r"q_[a-z]+_s(?P<start>\d+)_m(?P<max>\d+)[_.]")
+REAL_TOTAL = 214881  # totalResults of the recorded search
 
 
 def _sample(sample_files: list[Path], start: int, max_results: int) -> Path:
-    return next(p for p in sample_files if p.name.startswith(f"q_testing_s{start}_m{max_results}_"))
+    return next(
+        p for p in sample_files if re.match(rf"q_[a-z]+_s{start}_m{max_results}[_.]", p.name)
+    )
 
 
 def _all_sample_papers(sample_files: list[Path]) -> dict[str, Paper]:
@@ -78,15 +86,48 @@ def _real_entry(sample_files: list[Path], arxiv_id: str) -> str:
     return match.group(0)
 
 
-# ---------------------------------------------------------------------------------- samples
-def test_every_sample_file_parses_completely(sample_files: list[Path]) -> None:
-    assert len(sample_files) == 11
-    for path in sample_files:
+@dataclass(frozen=True)
+class Pages:
+    """One set of 11 API pages: the generated stand-ins or the recorded real responses, with
+    the papers the entry tests take apart (for the real pages: the same hand-picked ones)."""
+
+    files: list[Path]
+    total: int
+    papers: dict[str, Paper]
+    with_optional: str  # has comment, journal_ref and doi (as many of them as any paper has)
+    multi_category: str  # has at least three categories
+    plain: tuple[str, str]  # two more
+
+    def entry(self, arxiv_id: str) -> str:
+        return _real_entry(self.files, arxiv_id)
+
+
+@pytest.fixture(params=["synthetic", pytest.param("real", marks=requires_samples)])
+def pages(request: pytest.FixtureRequest, synthetic_samples: list[Path]) -> Pages:
+    if request.param == "real":
+        files = sorted(SAMPLES.glob("*.xml"))
+        return Pages(files, REAL_TOTAL, _parse_all(tuple(files)), "2302.03287", "2205.09552",
+                     ("2306.03845", "1309.0683"))  # fmt: skip
+    papers = _parse_all(tuple(synthetic_samples))
+    by_optional = sorted(
+        papers.values(),
+        key=lambda p: -sum(f is not None for f in (p.comment, p.journal_ref, p.doi)),
+    )
+    with_optional = by_optional[0].arxiv_id
+    multi = next(a for a, p in papers.items() if len(p.categories) >= 3 and a != with_optional)
+    first, second = [a for a in papers if a not in (with_optional, multi)][:2]
+    return Pages(synthetic_samples, SYNTHETIC_TOTAL, papers, with_optional, multi, (first, second))
+
+
+# ---------------------------------------------------------------------------------- pages
+def test_every_page_parses_completely(pages: Pages) -> None:
+    assert len(pages.files) == 11
+    for path in pages.files:
         name = SAMPLE_NAME.match(path.name)
         assert name, path.name
         page = parse_feed(path.read_bytes())
         xml_entries = path.read_text("utf-8").count("<entry>")
-        assert page.total_results == 214881, path.name
+        assert page.total_results == pages.total, path.name
         assert page.start_index == int(name.group("start")), path.name
         assert page.entries == xml_entries == int(name.group("max")), path.name
         assert page.skipped == 0 and len(page.papers) == xml_entries, path.name
@@ -100,16 +141,16 @@ def test_every_sample_file_parses_completely(sample_files: list[Path]) -> None:
             assert paper.published <= paper.updated
 
 
-def test_samples_are_pages_of_one_result_list(sample_files: list[Path]) -> None:
+def test_pages_are_slices_of_one_result_list(pages: Pages) -> None:
     """Every file is a slice (start, max_results) of the 100-result file, paper for paper."""
-    full = parse_feed(_sample(sample_files, 0, 100).read_bytes()).papers
+    full = parse_feed(_sample(pages.files, 0, 100).read_bytes()).papers
     assert len({p.arxiv_id for p in full}) == 100
-    for path in sample_files:
+    for path in pages.files:
         name = SAMPLE_NAME.match(path.name)
         assert name
         start, size = int(name.group("start")), int(name.group("max"))
         assert parse_feed(path.read_bytes()).papers == full[start : start + size], path.name
-    assert len(_all_sample_papers(sample_files)) == 100
+    assert len(pages.papers) == 100
 
 
 HAND_PICKED: dict[str, dict[str, object]] = {
@@ -245,25 +286,42 @@ def test_escaped_characters_and_whitespace_in_abstracts(sample_files: list[Path]
         assert "\n" not in abstract and "  " not in abstract and abstract == abstract.strip()
 
 
+def test_hard_titles_and_wrapped_abstracts_parse_back_exactly() -> None:
+    """Generated titles with <, &, LaTeX and non-ASCII text, and abstracts and titles with hard
+    line breaks in the XML, come out of the parser as they went in."""
+    papers = generate_papers(3000, start=date(2026, 1, 5), days=28, seed=5)
+    hard = [p for p in papers if re.search(r"[<&$]|[^\x00-\x7f]", p.title)]
+    for needle in ("<", "&", "$\\alpha$", "ü", "日本語"):
+        assert any(needle in p.title for p in hard), needle
+    body = to_atom(hard, wrap=60)
+    assert b"&lt;" in body and b"&amp;" in body
+    root = ET.fromstring(body)
+    assert all("\n" in (e.findtext(f"{ATOM}summary") or "") for e in root.iter(f"{ATOM}entry"))
+    assert parse_feed(body).papers == hard
+
+
 # ---------------------------------------------------------------------------------- entries
-def test_entry_without_optional_fields(sample_files: list[Path]) -> None:
-    entry = _real_entry(sample_files, "2302.03287")
+def test_entry_without_optional_fields(pages: Pages) -> None:
+    entry = pages.entry(pages.with_optional)
     bare = re.sub(r"\s*<arxiv:(comment|journal_ref|doi)>.*?</arxiv:\1>", "", entry, flags=re.S)
     bare = re.sub(r'\s*<link rel="related" href="https://doi\.org/[^"]+" title="doi"/>', "", bare)
     assert "arxiv:comment" not in bare and "arxiv:doi" not in bare
     (paper,) = parse_feed(_feed_with_entries(bare)).papers
     assert (paper.comment, paper.journal_ref, paper.doi) == (None, None, None)
-    assert paper.arxiv_id == "2302.03287" and paper.version == 3
-    assert paper.categories == ("cs.SE", "cs.HC")
+    full = pages.papers[pages.with_optional]
+    assert paper == dataclasses.replace(full, comment=None, journal_ref=None, doi=None)
 
 
-def test_primary_category_comes_first_even_when_listed_later(sample_files: list[Path]) -> None:
-    entry = _real_entry(sample_files, "2205.09552").replace(
-        '<arxiv:primary_category term="cs.AR"/>', '<arxiv:primary_category term="cs.SE"/>'
+def test_primary_category_comes_first_even_when_listed_later(pages: Pages) -> None:
+    full = pages.papers[pages.multi_category]
+    last = full.categories[-1]
+    entry = pages.entry(full.arxiv_id).replace(
+        f'<arxiv:primary_category term="{full.primary_category}"/>',
+        f'<arxiv:primary_category term="{last}"/>',
     )
     (paper,) = parse_feed(_feed_with_entries(entry)).papers
-    assert paper.primary_category == "cs.SE"
-    assert paper.categories == ("cs.SE", "cs.AR", "cs.AI", "cs.LG")
+    assert paper.primary_category == last
+    assert paper.categories == (last, *full.categories[:-1])
 
 
 def test_entry_without_version_or_primary_category() -> None:
@@ -280,18 +338,19 @@ def test_entry_without_version_or_primary_category() -> None:
     assert paper.updated == paper.published == "2024-01-01T10:00:00Z"
 
 
-def test_entries_missing_id_or_title_are_skipped(sample_files: list[Path]) -> None:
-    good = _real_entry(sample_files, "2306.03845")
-    no_id = re.sub(r"<id>.*?</id>", "", _real_entry(sample_files, "1309.0683"))
+def test_entries_missing_id_or_title_are_skipped(pages: Pages) -> None:
+    good_id, other = pages.plain
+    good = pages.entry(good_id)
+    no_id = re.sub(r"<id>.*?</id>", "", pages.entry(other))
     no_title = re.sub(
-        r"<title>.*?</title>", "<title>  </title>", _real_entry(sample_files, "2302.03287")
+        r"<title>.*?</title>", "<title>  </title>", pages.entry(pages.with_optional), flags=re.S
     )
     not_abs = re.sub(
-        r"<id>.*?</id>", "<id>http://example.org/x</id>", _real_entry(sample_files, "2205.09552")
+        r"<id>.*?</id>", "<id>http://example.org/x</id>", pages.entry(pages.multi_category)
     )
     page = parse_feed(_feed_with_entries(no_id, good, no_title, not_abs))
     assert page.entries == 4 and page.skipped == 3
-    assert [p.arxiv_id for p in page.papers] == ["2306.03845"]
+    assert [p.arxiv_id for p in page.papers] == [good_id]
 
 
 def test_empty_result_feed() -> None:
@@ -301,8 +360,8 @@ def test_empty_result_feed() -> None:
 
 # ---------------------------------------------------------------------------------- broken
 @pytest.mark.parametrize("fraction", [0.1, 0.5, 0.9, 0.999])
-def test_truncated_xml_is_a_feed_error(sample_files: list[Path], fraction: float) -> None:
-    data = _sample(sample_files, 0, 10).read_bytes()
+def test_truncated_xml_is_a_feed_error(pages: Pages, fraction: float) -> None:
+    data = _sample(pages.files, 0, 10).read_bytes()
     with pytest.raises(FeedError, match="malformed"):
         parse_feed(data[: int(len(data) * fraction)])
 

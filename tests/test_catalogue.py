@@ -1,9 +1,11 @@
-"""The curated catalogue: well-formed, and its queries measured against real arXiv papers.
+"""The curated catalogue: well-formed, and its queries measured against arXiv papers.
 
-The corpus is the real listings (../shared/arxiv-listings/papers.jsonl, 5,861 cs.CL/cs.AI
+The real corpus is the real listings (../shared/arxiv-listings/papers.jsonl, 5,861 cs.CL/cs.AI
 papers over 8 weeks) plus the saved arXiv API samples (../shared/arxiv-samples, 100 papers
 mostly about software testing), imported once per module into a temporary store through the
-normal import path; queries run on its FTS5 index exactly as topic matching does.
+normal import path; queries run on its FTS5 index exactly as topic matching does. The tests on
+it are skipped when ../shared is absent; generated papers (``topicpulse.synthetic``) imported
+the same way still check that every query runs on a real index and matches a sane share.
 
 ``tests/fixtures/labels.jsonl`` holds hand labels (read from title and abstract): one line per
 (arxiv_id, topic, label, title, reason). They deliberately include hard cases — papers a query
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import LISTINGS, ROOT, SAMPLES
+from conftest import HAS_LISTINGS, LISTINGS, NO_REAL_DATA, ROOT, SAMPLES, requires_real_data
 from topicpulse import query as ql
 from topicpulse.ingest import import_files
 from topicpulse.store import Store
@@ -118,11 +120,17 @@ def labels() -> list[dict]:
     return _read_labels()
 
 
-@pytest.fixture(scope="module")
-def listings() -> dict[str, dict]:
-    with LISTINGS.open(encoding="utf-8") as handle:
+def _rows(path: Path) -> dict[str, dict]:
+    with path.open(encoding="utf-8") as handle:
         rows = [json.loads(line) for line in handle if line.strip()]
     return {row["arxiv_id"]: row for row in rows}
+
+
+@pytest.fixture(scope="module")
+def listings() -> dict[str, dict]:
+    if not HAS_LISTINGS:
+        pytest.skip(NO_REAL_DATA)
+    return _rows(LISTINGS)
 
 
 class Corpus:
@@ -145,25 +153,42 @@ class Corpus:
         }
 
 
-async def _build(db_path: Path) -> None:
+async def _build(db_path: Path, files: list[Path]) -> None:
     store = await Store.open(db_path)
     try:
-        await import_files(store, [LISTINGS, *sorted(SAMPLES.glob("*.xml"))])
+        await import_files(store, files)
     finally:
         await store.close()
 
 
-@pytest.fixture(scope="module")
-def corpus(tmp_path_factory: pytest.TempPathFactory, listings: dict[str, dict]) -> Iterator[Corpus]:
-    if not LISTINGS.exists() or not sorted(SAMPLES.glob("*.xml")):
-        pytest.fail(f"real data missing: {LISTINGS} / {SAMPLES}")
-    db_path = tmp_path_factory.mktemp("catalogue") / "corpus.db"
-    asyncio.run(_build(db_path))
-    loaded = Corpus(db_path, set(listings))
+def _load(db_path: Path, listing: Path, samples: list[Path], ids: set[str]) -> Iterator[Corpus]:
+    asyncio.run(_build(db_path, [listing, *samples]))
+    loaded = Corpus(db_path, ids)
     try:
         yield loaded
     finally:
         loaded.db.close()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory, listings: dict[str, dict]) -> Iterator[Corpus]:
+    """The real corpus (skipped with ``listings`` when ../shared is absent)."""
+    if not any(SAMPLES.glob("*.xml")):
+        pytest.skip(NO_REAL_DATA)
+    db_path = tmp_path_factory.mktemp("catalogue") / "corpus.db"
+    yield from _load(db_path, LISTINGS, sorted(SAMPLES.glob("*.xml")), set(listings))
+
+
+@pytest.fixture(scope="module")
+def synthetic_corpus(
+    tmp_path_factory: pytest.TempPathFactory,
+    synthetic_listing_file: Path,
+    synthetic_samples: list[Path],
+) -> Iterator[Corpus]:
+    """Generated papers: the synthetic listing plus the 100 papers of the synthetic pages."""
+    db_path = tmp_path_factory.mktemp("catalogue") / "synthetic.db"
+    ids = set(_rows(synthetic_listing_file))
+    yield from _load(db_path, synthetic_listing_file, synthetic_samples, ids)
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +240,7 @@ def test_no_star_inside_quotes(catalogue: list[CatalogueEntry]) -> None:
 
 
 # --------------------------------------------------------------------------- the labels
+@requires_real_data
 def test_labels_are_well_formed(
     labels: list[dict], listings: dict[str, dict], catalogue: list[CatalogueEntry]
 ) -> None:
@@ -253,6 +279,7 @@ def _by_topic(labels: list[dict]) -> dict[str, dict[str, bool]]:
     return grouped
 
 
+@requires_real_data
 @pytest.mark.parametrize("slug", sorted(THRESHOLDS))
 def test_precision_and_recall_on_hand_labels(
     slug: str, labels: list[dict], matches: dict[str, set[str]]
@@ -270,6 +297,7 @@ def test_precision_and_recall_on_hand_labels(
     assert recall >= min_recall, f"{slug}: recall {recall:.2f}, missed: {positives - found}"
 
 
+@requires_real_data
 def test_rl_for_language_models_keeps_out_the_hard_negatives(
     labels: list[dict], matches: dict[str, set[str]]
 ) -> None:
@@ -280,18 +308,38 @@ def test_rl_for_language_models_keeps_out_the_hard_negatives(
 
 
 # --------------------------------------------------------------------------- sanity
-def test_every_topic_matches_some_papers_but_not_too_many(
-    corpus: Corpus, matches: dict[str, set[str]]
-) -> None:
+def _check_shares(corpus: Corpus, matches: dict[str, set[str]]) -> None:
     total = len(corpus.listing_ids)
     for slug, found in matches.items():
         in_listings = len(found & corpus.listing_ids)
-        # Every topic, even rare ones (Federated Learning: 14, Importance Sampling: 15,
-        # Multi-Objective RL: 29 of 5,861), has papers in these 8 weeks of cs.CL/cs.AI.
         assert in_listings >= 1, f"{slug} matches nothing"
         assert in_listings <= MAX_SHARE * total, f"{slug} matches {in_listings}/{total}"
 
 
+@requires_real_data
+def test_every_topic_matches_some_papers_but_not_too_many(
+    corpus: Corpus, matches: dict[str, set[str]]
+) -> None:
+    # Every topic, even rare ones (Federated Learning: 14, Importance Sampling: 15,
+    # Multi-Objective RL: 29 of 5,861), has papers in these 8 weeks of cs.CL/cs.AI.
+    _check_shares(corpus, matches)
+
+
+def test_every_topic_matches_some_generated_papers_but_not_too_many(
+    synthetic_corpus: Corpus, catalogue: list[CatalogueEntry]
+) -> None:
+    """Every query runs on an FTS5 index filled through the import path, and the generated
+    papers (written to use the catalogue's vocabulary) give each topic a plausible share."""
+    found = {entry.slug: synthetic_corpus.matches(entry.query) for entry in catalogue}
+    _check_shares(synthetic_corpus, found)
+    assert len(synthetic_corpus.sample_ids) == 100
+    share = len(found["rl-for-language-models"] & synthetic_corpus.listing_ids) / len(
+        synthetic_corpus.listing_ids
+    )
+    assert 0.03 <= share <= 0.2, share
+
+
+@requires_real_data
 def test_rl_for_language_models_ignores_the_software_testing_samples(
     corpus: Corpus, matches: dict[str, set[str]]
 ) -> None:
