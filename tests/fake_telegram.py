@@ -37,6 +37,9 @@ What it covers
   scope escalates (doubles) the penalty.  All of it runs on the injected ``clock``.
 * ``latency``: every request sleeps that long before it is processed; requests are served
   concurrently.  Per-request work is O(1) apart from parsing the request's own text.
+* ``hold_sends``/``release_sends``: accepted sends wait for their answer at a gate, so that a
+  test can catch the bot mid-send without racing it; ``in_flight``, ``held`` and
+  ``open_connections`` tell what the server is still working on.
 
 What it deliberately does not do
 --------------------------------
@@ -938,6 +941,9 @@ class FakeTelegram:
         self._penalties: dict[Any, _Penalty] = {}
 
         self._in_flight = 0
+        self._hold_at: int | None = None  # hold_sends: answers beyond this many accepted wait
+        self._gate = asyncio.Event()
+        self._held = 0
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
         self._stopping = False
@@ -1098,6 +1104,23 @@ class FakeTelegram:
         """Whether a getUpdates long poll is currently parked waiting for updates."""
         return self._poller is not None and not self._poller.done()
 
+    @property
+    def in_flight(self) -> int:
+        """Requests received and not answered yet (held ones included)."""
+        return self._in_flight
+
+    @property
+    def held(self) -> int:
+        """Accepted sends whose answer :meth:`hold_sends` holds back."""
+        return self._held
+
+    @property
+    def open_connections(self) -> int:
+        """Client connections the server still serves. A connection the client closed counts
+        until the request it carried is answered: once this is 0 after a client died, every
+        request of that client the fake will ever see has been handled and recorded."""
+        return len(self._runner.server.connections) if self._runner and self._runner.server else 0
+
     def message(self, chat_id: int, message_id: int) -> dict[str, Any] | None:
         """The current state of a stored message (as a Bot API ``Message`` dict)."""
         stored = self._messages.get((chat_id, message_id))
@@ -1165,6 +1188,19 @@ class FakeTelegram:
         else:
             self._owners.pop(chat_id, None)
         self._admins[chat_id] = admins
+
+    def hold_sends(self, after: int = 0) -> None:
+        """Answer ``after`` more accepted sends (the flood-controlled methods); the ones accepted
+        after them stay unanswered, in flight, until :meth:`release_sends`. A client can be
+        caught (or killed) mid-send without racing it: its messages were delivered, but it
+        does not know yet."""
+        self._hold_at = len(self.sent) + after
+
+    def release_sends(self) -> None:
+        """Answer the held sends, and stop holding."""
+        self._hold_at = None
+        self._gate.set()
+        self._gate = asyncio.Event()
 
     def block_chat(self, chat_id: int) -> None:
         """Sends to ``chat_id`` fail with 403 (blocked by the user / kicked from the group)."""
@@ -1339,6 +1375,16 @@ class FakeTelegram:
                 payload["parameters"] = exc.parameters
             return self._json_response(payload, exc.code)
         self._record(method, params, "ok")
+        while (
+            self._hold_at is not None
+            and len(self.sent) > self._hold_at
+            and method in RATE_LIMITED_METHODS
+        ):
+            self._held += 1
+            try:
+                await self._gate.wait()
+            finally:
+                self._held -= 1
         return self._json_response({"ok": True, "result": result})
 
     async def _handle_file(self, request: web.Request) -> web.StreamResponse:
@@ -1745,14 +1791,21 @@ class FakeTelegram:
         self._wake_poller("conflict")
         if updates or timeout <= 0 or self._stopping:
             return list(itertools.islice(updates, limit))
-        poller: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        poller: asyncio.Future[str] = loop.create_future()
         self._poller = poller
+        deadline = loop.time() + timeout
         try:
-            done, _ = await asyncio.wait({poller}, timeout=timeout)
+            while not poller.done() and (left := deadline - loop.time()) > 0:
+                await asyncio.wait({poller}, timeout=min(left, 0.05))
+                if not poller.done() and (
+                    request.transport is None or request.transport.is_closing()
+                ):
+                    raise _Abandoned()  # the client went away (a killed bot): stop waiting
         finally:
             if self._poller is poller:
                 self._poller = None
-        reason = poller.result() if done else "timeout"
+        reason = poller.result() if poller.done() else "timeout"
         if reason == "conflict":
             if request.transport is None or request.transport.is_closing():
                 raise _Abandoned()

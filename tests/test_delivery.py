@@ -3,7 +3,10 @@ order, a worker pool that hides API latency, backpressure, per-chat deferral on 
 other failure kinds — first against an in-memory sender, then end to end: a scaled-down fan-out
 through the real Application against a fake Bot API that enforces Telegram's limits.
 
-Timing assertions are lower bounds or computed from the fake's own recorded call times."""
+The engine's deferrals and backoff run on a virtual clock (``Delivery(monotonic=…)``) that the
+tests move forward instead of sleeping; a sender that must be caught mid-send is held at a gate
+(``FakeSender.hold``). End to end, rates are checked on the fake's recorded call times, and only
+as upper bounds (what the fake enforces), never as speeds the machine has to reach."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from clocks import VirtualClock
 from fake_arxiv import FakeArxiv
 from fake_telegram import FakeTelegram
 from fanout import ARXIV_LINK, FanOut, fill_outbox, lost_and_duplicated
@@ -30,13 +34,17 @@ from topicpulse.delivery import (
     TemporaryFailure,
 )
 from topicpulse.store import Store
+from waiting import wait_for
 
 
 class FakeSender:
-    """An in-memory ``Sender``: records what it sent; ``fail(chat, exc, …)`` scripts errors."""
+    """An in-memory ``Sender``: records what it sent; ``fail(chat, exc, …)`` scripts errors;
+    ``hold()`` makes sends wait (in flight) until ``release()``."""
 
     def __init__(self, latency: float = 0.0) -> None:
         self.latency = latency
+        self.gate = asyncio.Event()
+        self.gate.set()
         self.sent: list[tuple[str, int, str]] = []  # (kind, chat, text)
         self.attempts: dict[int, int] = {}
         self.script: dict[int | None, list[Exception]] = {}
@@ -48,6 +56,12 @@ class FakeSender:
     def fail(self, chat: int | None, *errors: Exception) -> None:
         self.script.setdefault(chat, []).extend(errors)
 
+    def hold(self) -> None:
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
+
     async def _send(self, kind: str, chat: int, text: str) -> None:
         self.attempts[chat] = self.attempts.get(chat, 0) + 1
         self.in_flight += 1
@@ -55,6 +69,7 @@ class FakeSender:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         self.max_chat_in_flight = max(self.max_chat_in_flight, self.chat_in_flight[chat])
         try:
+            await self.gate.wait()
             await asyncio.sleep(self.latency)
             if self.down:
                 raise TemporaryFailure("NetworkError: connection reset")
@@ -95,16 +110,17 @@ async def pending(store: Store) -> int:
     return (await store.outbox_counts()).get("pending", 0)
 
 
-async def drain(engine: Delivery, *, timeout: float = 20) -> None:
-    """Run passes, honouring deferrals, until nothing is pending or due."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while await pending(engine.store):
-        assert loop.time() < deadline, await engine.store.outbox_counts()
+async def drain(engine: Delivery, clock: VirtualClock, *, passes: int = 100) -> None:
+    """Run passes until nothing is pending, moving ``clock`` (the engine's) to each deferral or
+    pause as it falls due."""
+    for _ in range(passes):
+        if not await pending(engine.store):
+            return
         await engine.run_once()
         due = engine.next_due()
         if due:
-            await asyncio.sleep(min(due, 1.0))
+            await clock.advance(due)
+    raise AssertionError(f"not drained in {passes} passes: {await engine.store.outbox_counts()}")
 
 
 # ---------------------------------------------------------------------------------- basics
@@ -124,10 +140,16 @@ async def test_every_pending_alert_is_sent_once_in_order(store: Store) -> None:
 
 async def test_workers_overlap_sends_to_hide_latency(store: Store) -> None:
     await fill_outbox(store, list(range(1, 81)), alerts=80)
-    sender = FakeSender(latency=0.05)
-    await Delivery(store, sender).run_once()
+    sender = FakeSender()
+    sender.hold()  # every send stays in flight until released
+    engine = Delivery(store, sender)
+    task = asyncio.create_task(engine.run_once())
+    # the limiter, not the latency, is meant to be the cap: every worker has a send out
+    await wait_for(lambda: sender.in_flight == engine.concurrency, what="all workers sending")
+    sender.release()
+    await task
     assert len(sender.sent) == 80
-    assert sender.max_in_flight >= 30  # the limiter, not the latency, is meant to be the cap
+    assert sender.max_in_flight == engine.concurrency
     assert sender.max_chat_in_flight == 1  # but one chat never has two sends at once
 
 
@@ -182,16 +204,17 @@ async def test_spike_chart_is_rendered_once_per_episode(
 async def test_a_429_defers_only_that_chat(store: Store) -> None:
     fan = await fill_outbox(store, list(range(1, 21)), alerts=20)
     sender = FakeSender()
-    sender.fail(5, FloodWait(0.3))
-    engine = Delivery(store, sender)
+    sender.fail(5, FloodWait(30))
+    clock = VirtualClock()
+    engine = Delivery(store, sender, monotonic=clock)
     await engine.run_once()
     assert len(sender.sent) == 19  # the others went
     assert engine.stats.flood_waits == 1
-    due = engine.next_due()
-    assert due is not None and 0 < due <= 0.3
+    assert engine.next_due() == 30
+    await clock.advance(29.9)
     await engine.run_once()  # too early: chat 5 is not tried again
     assert sender.attempts[5] == 1
-    await asyncio.sleep(due)
+    await clock.advance(0.1)
     assert engine.next_due() == 0.0
     await engine.run_once()
     assert sender.attempts[5] == 2
@@ -203,8 +226,9 @@ async def test_a_gone_chat_is_deactivated(store: Store) -> None:
     fan = await fill_outbox(store, list(range(1, 11)), alerts=20)
     sender = FakeSender()
     sender.fail(3, ChatGone("Forbidden: bot was blocked by the user"))
-    engine = Delivery(store, sender)
-    await drain(engine)
+    clock = VirtualClock()
+    engine = Delivery(store, sender, monotonic=clock)
+    await drain(engine, clock)
     chat = await store.chat(3)
     assert chat is not None and not chat.active
     counts = await store.outbox_counts()
@@ -250,7 +274,8 @@ async def test_temporary_failures_back_off_then_drain(store: Store) -> None:
     fan = await fill_outbox(store, list(range(1, 121)), alerts=120)
     sender = FakeSender()
     sender.down = True
-    engine = Delivery(store, sender, retry_base=0.05, halt_max=0.2)
+    clock = VirtualClock()
+    engine = Delivery(store, sender, monotonic=clock)
     await engine.run_once()
     assert engine.stats.pauses == 1 and engine.halted()
     # paused instead of trying every chat: only the sends already under way when the failures
@@ -258,8 +283,9 @@ async def test_temporary_failures_back_off_then_drain(store: Store) -> None:
     assert sum(sender.attempts.values()) <= engine.concurrency + 5
     assert await pending(store) == 120  # nothing dropped
     assert await engine.run_once() == 0  # paused: no pass
+    assert engine.next_due() == pytest.approx(engine.retry_base)  # the first pause
     sender.down = False
-    await drain(engine)
+    await drain(engine, clock)
     check_once(fan, sender)
     assert not engine.halted()
 
@@ -268,9 +294,12 @@ async def test_one_chats_5xx_is_retried_with_backoff(store: Store) -> None:
     fan = await fill_outbox(store, list(range(1, 6)), alerts=5)
     sender = FakeSender()
     sender.fail(4, *(TemporaryFailure("NetworkError: Bad Gateway") for _ in range(3)))
-    engine = Delivery(store, sender, retry_base=0.05)
-    await drain(engine)
+    clock = VirtualClock()
+    engine = Delivery(store, sender, monotonic=clock)
+    start = clock()
+    await drain(engine, clock)
     assert sender.attempts[4] == 4 and engine.stats.failures == 3
+    assert clock() - start == pytest.approx(1 + 2 + 4)  # backing off: 1 s, doubling
     assert engine.stats.pauses == 0  # other chats kept going
     check_once(fan, sender)
     rows = await store.pending_for_chat(4)
@@ -289,10 +318,10 @@ async def test_a_moved_group_gets_its_alerts_at_the_new_id(store: Store) -> None
 
 async def test_a_kill_mid_send_leaves_the_rows_pending(store: Store) -> None:
     fan = await fill_outbox(store, list(range(1, 11)), alerts=10)
-    sender = FakeSender(latency=60)
+    sender = FakeSender()
+    sender.hold()  # the sends never complete
     task = asyncio.create_task(Delivery(store, sender).run_once())
-    while sender.in_flight < 10:
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: sender.in_flight == 10, what="10 sends in flight")
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -304,13 +333,15 @@ async def test_a_kill_mid_send_leaves_the_rows_pending(store: Store) -> None:
 
 async def test_close_finishes_the_sends_in_flight(store: Store) -> None:
     await fill_outbox(store, [1, 2, 3], alerts=3, extra={1: 100, 2: 100, 3: 100})
-    sender = FakeSender(latency=0.1)
+    sender = FakeSender()
+    sender.hold()
     engine = Delivery(store, sender, fold_after=None)
     task = asyncio.create_task(engine.run_once())
-    while not sender.sent:
-        await asyncio.sleep(0.01)
+    await wait_for(lambda: sender.in_flight == 3, what="a send to each chat in flight")
     engine.close()
-    await asyncio.wait_for(task, timeout=5)
+    sender.release()
+    await asyncio.wait_for(task, timeout=60)
+    assert len(sender.sent) == 3  # the sends in flight, no more
     counts = await store.outbox_counts()
     sent_rows = sum(len(ARXIV_LINK.findall(text + " ")) for _, _, text in sender.sent)
     assert counts["sent"] == sent_rows  # every accepted message was marked, no more
@@ -369,17 +400,20 @@ async def test_fan_out_at_the_limits(fast_fake: FakeTelegram, tmp_path: Path) ->
         )
         async with running(app, poll_timeout=1):
             store = pipeline_of(app).store
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while await pending(store):
-                assert loop.time() < deadline, fast_fake.summary()
-                await asyncio.sleep(0.1)
+
+            async def drained() -> bool:
+                return not await pending(store)
+
+            await wait_for(drained, what=fast_fake.summary)
     assert 429 not in fast_fake.stats["by_error_code"], fast_fake.stats
     lost, dupes = lost_and_duplicated(fan, fast_fake.sent)
     assert (lost, dupes) == (0, 0)
     sends = [c for c in fast_fake.calls if c.method == "sendMessage" and c.ok]
     times = [c.time for c in sends]
-    assert within_bucket(times, rate=30 * SCALE, burst=30)  # the fake's global bucket
+    # within the fake's limits (its global bucket holds one second's worth) on its recorded
+    # times; that the bot paces below them is shown exactly, on a virtual clock, in
+    # test_ratelimit.py
+    assert within_bucket(times, rate=30 * SCALE, burst=30 * SCALE)
     for chat in chats:
         chat_times = [c.time for c in sends if c.params.get("chat_id") == chat]
         if chat > 0:
@@ -387,6 +421,8 @@ async def test_fan_out_at_the_limits(fast_fake: FakeTelegram, tmp_path: Path) ->
         else:
             assert len(chat_times) <= 20 * SCALE
     rate = (len(times) - 1) / (max(times) - min(times))
-    assert rate > 12  # concurrent: one request at a time would manage ~10/s at 100 ms latency
-    assert rate <= 30 * SCALE + 30 / (max(times) - min(times))
+    assert rate <= 30 * SCALE + 30 * SCALE / (max(times) - min(times))
+    # concurrent: the workers had several requests out at once (one at a time would manage
+    # ~10/s at 100 ms latency)
+    assert fast_fake.stats["max_in_flight"] > 1
     assert "catch-up digest" in fast_fake.messages_to(7)[0].text

@@ -41,6 +41,7 @@ from telegram.ext import (
 from telegram.request import HTTPXRequest
 
 from fake_telegram import FakeTelegram, parse_telegram_html, utf16_len, validate_telegram_html
+from waiting import wait_for
 
 # Reading RetryAfter.retry_after warns about its future timedelta type; that is PTB's business.
 pytestmark = pytest.mark.filterwarnings(
@@ -387,8 +388,7 @@ async def test_get_updates_offset_and_limit(fake: FakeTelegram, bot: Bot) -> Non
 
 async def test_long_poll_returns_when_update_arrives(fake: FakeTelegram, bot: Bot) -> None:
     poll = asyncio.create_task(bot.get_updates(timeout=30))
-    while not fake.long_poll_waiting:
-        await asyncio.sleep(0.005)
+    await wait_for(lambda: fake.long_poll_waiting, what="the long poll")
     update_id = fake.user_sends(1, "/start")
     updates = await asyncio.wait_for(poll, 5)
     assert [u.update_id for u in updates] == [update_id]
@@ -398,8 +398,7 @@ async def test_long_poll_returns_when_update_arrives(fake: FakeTelegram, bot: Bo
 
 async def test_second_poll_terminates_first(fake: FakeTelegram, bot: Bot) -> None:
     poll = asyncio.create_task(bot.get_updates(timeout=30))
-    while not fake.long_poll_waiting:
-        await asyncio.sleep(0.005)
+    await wait_for(lambda: fake.long_poll_waiting, what="the long poll")
     # PTB gives getUpdates its own 1-connection pool, so the rival poll needs a second Bot
     # (which is also the real-world cause of this Conflict: two bot instances polling).
     async with make_bot(fake) as rival:
@@ -424,8 +423,7 @@ async def test_unreachable_drops_connections(clock: FakeClock) -> None:
 
 async def test_unreachable_drops_pending_long_poll(fake: FakeTelegram, bot: Bot) -> None:
     poll = asyncio.create_task(bot.get_updates(timeout=30))
-    while not fake.long_poll_waiting:
-        await asyncio.sleep(0.005)
+    await wait_for(lambda: fake.long_poll_waiting, what="the long poll")
     fake.set_unreachable(60)
     with pytest.raises(NetworkError):
         await asyncio.wait_for(poll, 5)
@@ -459,9 +457,13 @@ async def test_latency_and_concurrency() -> None:
         FakeTelegram(latency=0.1) as server,
         make_bot(server) as b,
     ):
-        await asyncio.gather(*(b.send_message(i, f"m{i}") for i in range(1, 21)))
+        server.hold_sends()  # caught in flight: handled concurrently, not one at a time
+        sends = asyncio.gather(*(b.send_message(i, f"m{i}") for i in range(1, 21)))
+        await wait_for(lambda: server.held > 1, what="concurrent sends")
+        server.release_sends()
+        await sends
     assert server.stats["accepted"] == 20
-    assert server.stats["max_in_flight"] > 1  # handled concurrently, not one at a time
+    assert server.stats["max_in_flight"] > 1
 
 
 async def test_wait_for_timeout_reports_what_was_sent(fake: FakeTelegram, bot: Bot) -> None:

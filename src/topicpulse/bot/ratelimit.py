@@ -1,4 +1,4 @@
-"""Flood control for the Bot API: a python-telegram-bot ``BaseRateLimiter`` on aiolimiter.
+"""Flood control for the Bot API: a python-telegram-bot ``BaseRateLimiter`` on token buckets.
 
 Telegram's limits (commonly quoted; Telegram does not publish exact numbers): about 30 messages a
 second per bot, about one a second per private chat with short bursts, 20 a minute per group.
@@ -21,8 +21,10 @@ about the same time: then Telegram is limiting the whole bot, and every send wai
 into a closed chat fails at once with ``RetryAfter`` (the delivery engine defers that chat and
 moves on); a reply waits and retries.
 
-The buckets are aiolimiter's ``AsyncLimiter`` (its leaky-bucket accounting); the queueing by
-priority is ``PriorityBucket`` below. Only message-sending endpoints are paced (``send*`` but
+The buckets are ``TokenBucket`` below (leaky-bucket accounting); the queueing by priority is
+``PriorityBucket``. All time is read from an injectable ``clock`` and waited for with an
+injectable ``sleep`` (defaults: ``time.monotonic`` and ``asyncio.sleep``), so tests can run the
+limiter on a virtual clock. Only message-sending endpoints are paced (``send*`` but
 ``sendChatAction``, ``edit*``, ``copy*``, ``forward*``); ``getUpdates`` never reaches a rate
 limiter, and queries such as ``getChatMember`` or ``answerCallbackQuery`` pass straight through.
 """
@@ -32,14 +34,14 @@ from __future__ import annotations
 import asyncio
 import datetime as dtm
 import logging
+import time
 import warnings
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from aiolimiter import AsyncLimiter
 from telegram.error import RetryAfter
 from telegram.ext import BaseRateLimiter
 from telegram.warnings import PTBDeprecationWarning
@@ -103,42 +105,79 @@ class ChatCoolingDown(RetryAfter):
 
 
 # ---------------------------------------------------------------------------------- buckets
-class _Bucket(AsyncLimiter):
-    """aiolimiter's leaky bucket with two non-blocking operations for ``PriorityBucket``."""
+Clock = Callable[[], float]
+"""Monotonic seconds. The default is ``time.monotonic`` (what asyncio's own loop time reads)."""
+Sleep = Callable[[float], Awaitable[None]]
+"""Waits that many seconds of ``Clock`` time. Default: ``asyncio.sleep``."""
 
-    __slots__ = ()
+_EPSILON = 1e-9  # tokens: float rounding must not turn "fits now" into a wait of 1e-16 s
 
-    def wait_time(self, amount: float) -> float:
-        """Seconds until ``amount`` fits in the bucket (0: it fits now)."""
-        if self.has_capacity(amount):  # also leaks what drained since the last look
-            return 0.0
-        return (self._level + amount - self.max_rate) / self._rate_per_sec
 
-    def take(self) -> None:
-        """Add one to the bucket (the caller checked ``has_capacity``)."""
-        self._leak()
-        self._level += 1
+class TokenBucket:
+    """A leaky bucket: ``level`` drains at ``rate`` per second of ``clock`` time, and a request
+    for ``amount`` fits while ``level + amount <= capacity`` (bursts of up to ``capacity``)."""
+
+    __slots__ = ("_clock", "_level", "_updated", "capacity", "rate")
+
+    def __init__(self, rate: float, capacity: float, clock: Clock = time.monotonic) -> None:
+        if rate <= 0 or capacity <= 0:
+            raise ValueError("rate and capacity must be positive")
+        self.rate = rate
+        self.capacity = capacity
+        self._clock = clock
+        self._level = 0.0
+        self._updated = clock()
+
+    def level(self) -> float:
+        """What the bucket holds now (what has not drained yet)."""
+        now = self._clock()
+        if now > self._updated:
+            self._level = max(0.0, self._level - (now - self._updated) * self.rate)
+            self._updated = now
+        return self._level
+
+    def wait_time(self, amount: float = 1.0) -> float:
+        """Seconds until ``amount`` fits (0: it fits now)."""
+        excess = self.level() + amount - self.capacity
+        return excess / self.rate if excess > _EPSILON else 0.0
+
+    def take(self, amount: float = 1.0) -> None:
+        """Add ``amount`` (the caller checked that it fits)."""
+        self._level = self.level() + amount
 
     def idle(self) -> bool:
-        return self.has_capacity(self.max_rate)
+        """Drained completely: the bucket behaves exactly like a new one."""
+        return self.level() <= _EPSILON
 
 
 class PriorityBucket:
     """A leaky bucket whose waiters are served by priority (replies before bulk, each FIFO).
 
     A bulk request is only let through while ``reserve`` capacity stays free after it, so a
-    reply finds room at once even when bulk traffic keeps the bucket busy.
+    reply finds room at once even when bulk traffic keeps the bucket busy. Time is read from
+    ``clock`` and waited for with ``sleep`` (tests inject a virtual clock).
     """
 
-    __slots__ = ("_bucket", "_queues", "_reserve", "_timer")
+    __slots__ = ("_bucket", "_clock", "_queues", "_reserve", "_sleep", "_timer", "_timer_at")
 
-    def __init__(self, rate: float, burst: float, reserve: float = 0.0) -> None:
+    def __init__(
+        self,
+        rate: float,
+        burst: float,
+        reserve: float = 0.0,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
         if reserve + 1 > burst:
             raise ValueError("the burst must leave room for one bulk send beside the reserve")
-        self._bucket = _Bucket(burst, burst / rate)
+        self._bucket = TokenBucket(rate, burst, clock)
+        self._clock = clock
         self._reserve = reserve
+        self._sleep = sleep
         self._queues: tuple[deque[asyncio.Future[None]], ...] = (deque(), deque())
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer: asyncio.Task[None] | None = None  # wakes the queue when its head fits
+        self._timer_at = 0.0
 
     def _need(self, priority: Priority) -> float:
         return 1.0 + (self._reserve if priority == Priority.BULK else 0.0)
@@ -149,9 +188,15 @@ class PriorityBucket:
     def idle(self) -> bool:
         return not self.waiting() and self._bucket.idle()
 
+    def close(self) -> None:
+        """Stop the wake-up timer (the limiter is shutting down)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     async def acquire(self, priority: Priority = Priority.REPLY) -> None:
         ahead = any(not f.done() for q in self._queues[: priority + 1] for f in q)
-        if not ahead and self._bucket.has_capacity(self._need(priority)):
+        if not ahead and self._bucket.wait_time(self._need(priority)) == 0:
             self._bucket.take()
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -166,9 +211,6 @@ class PriorityBucket:
     def _serve(self) -> None:
         """Grant tokens to the waiters at the head, highest priority first; if the head does
         not fit yet, come back when it will."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         while True:
             head: tuple[asyncio.Future[None], Priority] | None = None
             for priority, queue in zip(Priority, self._queues, strict=True):
@@ -178,16 +220,31 @@ class PriorityBucket:
                     head = (queue[0], priority)
                     break
             if head is None:
+                self.close()
                 return
             future, priority = head
             wait = self._bucket.wait_time(self._need(priority))
             if wait > 0:
-                loop = asyncio.get_running_loop()
-                self._timer = loop.call_at(loop.time() + wait, self._serve)
+                self._wake_in(wait)
                 return
             self._bucket.take()
             self._queues[priority].popleft()
             future.set_result(None)
+
+    def _wake_in(self, wait: float) -> None:
+        """Serve again after ``wait`` seconds, unless a wake-up is due by then anyway."""
+        at = self._clock() + wait
+        if self._timer is not None and not self._timer.done():
+            if self._timer_at <= at:
+                return
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = asyncio.get_running_loop().create_task(self._wake(wait))
+
+    async def _wake(self, wait: float) -> None:
+        await self._sleep(wait)
+        self._timer = None  # (so that _serve does not cancel the task it runs in)
+        self._serve()
 
 
 # ---------------------------------------------------------------------------------- limiter
@@ -246,26 +303,38 @@ class TelegramRateLimiter(BaseRateLimiter[Priority]):
         "_global",
         "_global_until",
         "_recent_floods",
+        "_sleep",
         "_time",
         "limits",
         "stats",
     )
 
-    def __init__(self, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        limits: Limits | None = None,
+        *,
+        clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        """``clock`` (monotonic seconds) and ``sleep`` (waits that many seconds of ``clock``)
+        are all the time the limiter sees: tests pass a virtual clock and its sleep."""
         self.limits = limits or Limits()
         self.stats = LimiterStats()
+        self._time = clock
+        self._sleep = sleep
         self._global: PriorityBucket | None = None
         self._chat_buckets: dict[int | str, PriorityBucket] = {}
-        self._chat_cooldown: dict[int | str, float] = {}  # chat → loop time its penalty ends
+        self._chat_cooldown: dict[int | str, float] = {}  # chat → clock time its penalty ends
         self._global_until = 0.0
         self._recent_floods: deque[tuple[float, int | str | None]] = deque()
         self._created = 0
-        self._time: Callable[[], float] = lambda: asyncio.get_running_loop().time()
 
     async def initialize(self) -> None:
         """Buckets are made lazily, inside the running loop."""
 
     async def shutdown(self) -> None:
+        for bucket in [*self._chat_buckets.values(), *([self._global] if self._global else [])]:
+            bucket.close()
         self._chat_buckets.clear()
         self._global = None
 
@@ -282,7 +351,7 @@ class TelegramRateLimiter(BaseRateLimiter[Priority]):
     def _global_bucket(self) -> PriorityBucket:
         if self._global is None:
             lim = self.limits
-            self._global = PriorityBucket(lim.global_rate, lim.global_burst, lim.global_reserve)
+            self._global = self._bucket(lim.global_rate, lim.global_burst, lim.global_reserve)
         return self._global
 
     def _chat_bucket(self, chat: int | str) -> PriorityBucket:
@@ -290,14 +359,17 @@ class TelegramRateLimiter(BaseRateLimiter[Priority]):
         if bucket is None:
             lim = self.limits
             if _is_group(chat):
-                bucket = PriorityBucket(lim.group_rate, lim.group_burst, lim.group_reserve)
+                bucket = self._bucket(lim.group_rate, lim.group_burst, lim.group_reserve)
             else:
-                bucket = PriorityBucket(lim.private_rate, lim.private_burst, lim.private_reserve)
+                bucket = self._bucket(lim.private_rate, lim.private_burst, lim.private_reserve)
             self._chat_buckets[chat] = bucket
             self._created += 1
             if self._created % 1024 == 0:
                 self._evict(keep=chat)
         return bucket
+
+    def _bucket(self, rate: float, burst: float, reserve: float) -> PriorityBucket:
+        return PriorityBucket(rate, burst, reserve, clock=self._time, sleep=self._sleep)
 
     def _evict(self, keep: int | str) -> None:
         """Forget buckets that are back to empty and penalties that are over (a bucket that
@@ -348,7 +420,7 @@ class TelegramRateLimiter(BaseRateLimiter[Priority]):
                 return
             if priority == Priority.REPLY and left > self.limits.reply_max_wait:
                 raise _retry_after(RetryAfter, left)
-            await asyncio.sleep(left)
+            await self._sleep(left)
 
     # ------------------------------------------------------------------ the request
     async def process_request(
