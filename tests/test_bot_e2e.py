@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from telegram.ext import Application
 
-from fake_arxiv import FakeArxiv, make_paper
+from fake_arxiv import FakeArxiv, Scripted, make_paper
 from fake_telegram import FakeTelegram, SentMessage, utf16_len, validate_telegram_html
 from topicpulse import chats
 from topicpulse.bot import handlers
@@ -32,6 +32,7 @@ from topicpulse.formatting import esc
 from topicpulse.models import Paper
 from topicpulse.store import Store
 from topicpulse.topics import load_catalogue
+from waiting import wait_for
 
 RL = "RL for Language Models"
 USER = 1001  # a private chat (chat id == user id)
@@ -145,12 +146,12 @@ class Bot:
     async def idle(self) -> None:
         """Wait until the bot fetched every queued update and finished handling it."""
         assert self.app is not None
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
-        while self.fake.pending_updates:
-            assert loop.time() < deadline, f"updates not fetched; {self.fake.summary()}"
-            await asyncio.sleep(0.005)
-        await asyncio.wait_for(self.app.update_queue.join(), timeout=10)
+        await wait_for(
+            lambda: not self.fake.pending_updates,
+            timeout=30,
+            what=lambda: f"the updates to be fetched; {self.fake.summary()}",
+        )
+        await asyncio.wait_for(self.app.update_queue.join(), timeout=30)
 
     async def ask(self, chat_id: int, text: str, **kwargs: Any) -> list[SentMessage]:
         """Send ``text`` as a user and return everything the bot sent to the chat in answer."""
@@ -196,11 +197,7 @@ class Bot:
         return settled
 
     async def _not_busy(self) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
-        while self.pipeline.delivery._busy:
-            assert loop.time() < deadline, "delivery stuck"
-            await asyncio.sleep(0.005)
+        await wait_for(lambda: not self.pipeline.delivery._busy, timeout=30, what="delivery")
 
     async def poll_and_deliver(self) -> None:
         await self.poll()
@@ -238,12 +235,17 @@ async def bot_session(
     papers: Iterable[Paper] = (),
     clock: Clock | None = None,
     name: str = "bot.db",
+    arxiv_script: Iterable[Scripted] = (),
+    **overrides: Any,
 ) -> AsyncIterator[Bot]:
+    """A running bot against fresh fakes. ``arxiv_script``: the fake arXiv's first answers
+    (scripted before the bot starts); ``overrides``: settings, by their variable names."""
     fake = FakeTelegram()
     await fake.start()
     arxiv = FakeArxiv(papers)
+    arxiv.script(*arxiv_script)
     await arxiv.start()
-    settings = load_settings(
+    defaults: dict[str, Any] = dict(
         telegram_bot_token=fake.token,
         TOPICPULSE_DB=str(tmp_path / name),
         TOPICPULSE_TELEGRAM_API_URL=fake.base_url,
@@ -256,6 +258,7 @@ async def bot_session(
         TOPICPULSE_SPIKE_MIN_PAPERS=10_000,
         TOPICPULSE_SPIKE_MIN_WEEK_PAPERS=10_000,
     )
+    settings = load_settings(**(defaults | overrides))
     bot = Bot(fake, arxiv, settings, clock or Clock())
     try:
         await bot.start()
@@ -898,9 +901,10 @@ async def test_daily_digest_in_berlin_time(tmp_path: Path) -> None:
         before = len(bot.fake.messages_to(USER))
 
         bot.arxiv.add(
-            paper(501, "GRPO for long-horizon reasoning"),
-            paper(502, "GRPO & friends: <a survey>"),
-            paper(503, "Protein folding with diffusion", categories=["cs.LG"]),
+            # published just before the injected clock: news, not history
+            paper(501, "GRPO for long-horizon reasoning", now=clock.now),
+            paper(502, "GRPO & friends: <a survey>", now=clock.now),
+            paper(503, "Protein folding with diffusion", categories=["cs.LG"], now=clock.now),
         )
         await bot.poll_and_deliver()
         assert len(bot.fake.messages_to(instant)) == 2  # instant chats: at once
@@ -931,7 +935,7 @@ async def test_daily_digest_in_berlin_time(tmp_path: Path) -> None:
         chat = await bot.store.chat(USER)
         assert chat is not None and chat.next_digest_at == "2027-01-14T07:00:00Z"
 
-        bot.arxiv.add(paper(504, "GRPO, one more time"))
+        bot.arxiv.add(paper(504, "GRPO, one more time", now=clock.now))
         await bot.poll_and_deliver()
         clock.now = datetime(2027, 1, 14, 7, 0, 5, tzinfo=UTC)
         await bot.deliver()
@@ -954,7 +958,7 @@ async def test_weekly_digest_on_the_chosen_weekday(tmp_path: Path) -> None:
         assert shown.text is not None
         assert "\nNext digest: Fri 15 Jan 09:30 (Europe/Berlin)\n" in shown.text
         before = len(bot.fake.messages_to(USER))
-        bot.arxiv.add(paper(601, "GRPO on Tuesday"))
+        bot.arxiv.add(paper(601, "GRPO on Tuesday", now=clock.now))
         await bot.poll_and_deliver()
         for now in (
             datetime(2027, 1, 13, 8, 31, tzinfo=UTC),  # Wednesday, at the time of day

@@ -1,19 +1,23 @@
 """The ``topicpulse`` command line, run as a real subprocess (``python -m topicpulse``) with its
-database in the test's folder: help, import of the real samples and listings, stats, poll and
-backfill against the fake arXiv API, and one-line errors with non-zero exit codes."""
+database in the test's folder: help, import of API pages and listings (generated ones, and the
+real ones of ../shared when present), stats, poll and backfill against the fake arXiv API, and
+one-line errors with non-zero exit codes."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from conftest import LISTINGS, SAMPLES, requires_samples
 from fake_arxiv import FakeArxiv, make_paper, server_error, unavailable
 from topicpulse.arxiv import parse_feed
 from topicpulse.ingest import import_files, read_papers_file
@@ -74,24 +78,38 @@ def test_help_lists_the_commands(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------- import
-def test_import_the_real_samples_then_stats(tmp_path: Path, sample_files: list[Path]) -> None:
-    expected: dict[str, int] = {}
-    for path in sample_files:
-        expected.update({p.arxiv_id: p.version for p in parse_feed(path.read_bytes()).papers})
+def _category_lines(primaries: Counter[str]) -> str:
+    """The ``by primary category`` block of ``stats`` (most papers first, then by name)."""
+    ranked = sorted(primaries.items(), key=lambda item: (-item[1], item[0]))[:20]
+    return "by primary category:\n" + "".join(f"  {c:<12} {n}\n" for c, n in ranked)
+
+
+@pytest.mark.parametrize("source", ["synthetic", pytest.param("real", marks=requires_samples)])
+def test_import_api_pages_then_stats(
+    tmp_path: Path, synthetic_samples: list[Path], source: str
+) -> None:
+    files = sorted(SAMPLES.glob("*.xml")) if source == "real" else synthetic_samples
+    papers = {p.arxiv_id: p for path in files for p in parse_feed(path.read_bytes()).papers}
+    expected = {arxiv_id: p.version for arxiv_id, p in papers.items()}
     assert len(expected) == 100  # 215 entries in 11 files, 100 distinct papers
 
-    first = cli(tmp_path, "import", *sample_files)
+    first = cli(tmp_path, "import", *files)
     assert first.returncode == 0, first.stderr
     assert first.stdout.strip() == "import: 100 new, 0 updated from 11 file(s)"
     assert stored_ids(tmp_path) == expected
 
     stats = cli(tmp_path, "stats")
     assert stats.returncode == 0, stats.stderr
-    assert "papers:    100 (published 2001-03-17 … 2026-04-03)" in stats.stdout
+    days = sorted(p.published[:10] for p in papers.values())
+    assert f"papers:    100 (published {days[0]} … {days[-1]})" in stats.stdout
     assert "last poll: never" in stats.stdout
-    assert "by primary category:\n  cs.SE        64\n" in stats.stdout
+    primaries = Counter(p.primary_category for p in papers.values())
+    assert _category_lines(primaries) in stats.stdout
+    if source == "real":
+        assert "papers:    100 (published 2001-03-17 … 2026-04-03)" in stats.stdout
+        assert "by primary category:\n  cs.SE        64\n" in stats.stdout
 
-    again = cli(tmp_path, "import", *sample_files)
+    again = cli(tmp_path, "import", *files)
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "import: 0 new, 0 updated from 11 file(s)"
     assert stored_ids(tmp_path) == expected
@@ -100,37 +118,41 @@ def test_import_the_real_samples_then_stats(tmp_path: Path, sample_files: list[P
     assert runs == [("import", 100, 1), ("import", 0, 1)]
 
 
-def test_import_the_listings(tmp_path: Path) -> None:
-    from fake_arxiv import LISTINGS
-
-    result = cli(tmp_path, "import", LISTINGS)
+def test_import_a_listing(tmp_path: Path, listing_file: Path) -> None:
+    with listing_file.open(encoding="utf-8") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    result = cli(tmp_path, "import", listing_file)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "import: 5861 new, 0 updated from 1 file(s)"
+    assert result.stdout.strip() == f"import: {len(rows)} new, 0 updated from 1 file(s)"
     with sqlite3.connect(tmp_path / "cli.db") as db:
         count, first, last = db.execute(
             "SELECT count(*), min(published), max(published) FROM papers"
         ).fetchone()
         primaries = dict(db.execute("SELECT primary_category, count(*) FROM papers GROUP BY 1"))
-    assert (count, first, last) == (5861, "2026-03-30T00:00:00Z", "2026-05-22T00:00:00Z")
-    assert primaries == {"cs.CL": 3079, "cs.AI": 2782}  # as SOURCES.md counts them
+    days = sorted(row["date"] for row in rows)
+    assert (count, first, last) == (len(rows), f"{days[0]}T00:00:00Z", f"{days[-1]}T00:00:00Z")
+    assert primaries == Counter(row["categories"][0] for row in rows)
+    if listing_file == LISTINGS:  # as SOURCES.md counts them
+        assert (count, first, last) == (5861, "2026-03-30T00:00:00Z", "2026-05-22T00:00:00Z")
+        assert primaries == {"cs.CL": 3079, "cs.AI": 2782}
 
 
 def test_import_of_a_missing_file_fails_in_one_line(
-    tmp_path: Path, sample_files: list[Path]
+    tmp_path: Path, synthetic_samples: list[Path]
 ) -> None:
-    result = cli(tmp_path, "import", sample_files[0], "missing.xml")
+    result = cli(tmp_path, "import", synthetic_samples[0], "missing.xml")
     assert result.returncode == 1
     assert one_line(result.stderr) == "topicpulse: cannot read missing.xml: no such file"
     assert result.stdout == "" and not (tmp_path / "cli.db").exists()
 
 
 async def test_import_of_a_broken_file_stores_nothing(
-    store: Store, tmp_path: Path, sample_files: list[Path]
+    store: Store, tmp_path: Path, synthetic_samples: list[Path]
 ) -> None:
     broken = tmp_path / "broken.xml"
-    broken.write_bytes(sample_files[0].read_bytes()[:5000])
+    broken.write_bytes(synthetic_samples[0].read_bytes()[:5000])
     with pytest.raises(ValueError, match=r"broken\.xml: malformed arXiv response"):
-        await import_files(store, [sample_files[1], broken])
+        await import_files(store, [synthetic_samples[1], broken])
     assert await store.count_papers() == 0
     assert await store.last_run() is None
 
@@ -203,8 +225,9 @@ async def test_poll_and_backfill_against_the_fake_arxiv(tmp_path: Path) -> None:
         fake.reset_requests()
         code, out, err = await acli(tmp_path, "backfill", "--weeks", "3", **env)
         assert code == 0, err
-        assert out.strip() == "backfill: 5 new, 0 updated, 21 request(s)"  # one per day
-        assert len(fake.requests) == 21
+        # one per day, and today so far (its papers must not wait for a poll)
+        assert out.strip() == "backfill: 5 new, 0 updated, 22 request(s)"
+        assert len(fake.requests) == 22
         assert set(stored_ids(tmp_path)) == {p.arxiv_id for p in recent + old}
 
     with sqlite3.connect(tmp_path / "cli.db") as db:
@@ -212,7 +235,7 @@ async def test_poll_and_backfill_against_the_fake_arxiv(tmp_path: Path) -> None:
             "SELECT kind, requests, new, updated, errors, ok FROM ingest_runs ORDER BY id"
         ).fetchall()
     assert runs[0] == ("poll", 3, 30, 0, 0, 1)
-    assert [r[0] for r in runs[1:]] == ["backfill"] * 21  # one round per day
+    assert [r[0] for r in runs[1:]] == ["backfill"] * 22  # one round per day
     assert sum(r[2] for r in runs[1:]) == 5 and {r[5] for r in runs[1:]} == {1}
 
 

@@ -176,20 +176,28 @@ async def test_backfill_fetches_its_window_day_by_day(
         1, progress=lambda done, total, label: progress.append((done, total, label))
     )
 
-    assert stats.ok and stats.new == len(in_window) + len(busy) == 29
-    assert set(stored(store)) == {p.arxiv_id for p in in_window + busy}
-    assert len(new_ids) == 29
+    today = outside[1]  # today so far is fetched too, and never recorded as complete
+    assert stats.ok and stats.new == len(in_window) + len(busy) + 1 == 30
+    assert set(stored(store)) == {p.arxiv_id for p in [*in_window, *busy, today]}
+    assert len(new_ids) == 30
     # One query per day, oldest first, ascending; the busy day (17 papers) needs 3 pages.
     days = [(TODAY - timedelta(days=n)).isoformat() for n in range(7, 0, -1)]
     asked = [day_of(r.params) for r in fake.requests]
-    assert asked == [d for d in days for _ in range(3 if d == busy_day.isoformat() else 1)]
-    assert stats.requests == 9
+    expected = [d for d in days for _ in range(3 if d == busy_day.isoformat() else 1)]
+    assert asked == [*expected, TODAY.isoformat()]
+    assert stats.requests == 10
     assert {r.params["sortOrder"] for r in fake.requests} == {"ascending"}
-    assert [p[2] for p in progress] == days and progress[-1][:2] == (7, 7)
+    assert [p[2] for p in progress] == [*days, TODAY.isoformat()]
+    assert progress[-1][:2] == (8, 8)
     assert await store.completed_backfill_windows("cs.CL cs.LG") == set(days)
     backfill_runs = [r for r in runs(store) if r["kind"] == "backfill"]
-    assert len(backfill_runs) == 7 and all(r["ok"] == 1 for r in backfill_runs)
-    assert sum(int(r["new"]) for r in backfill_runs) == 29  # type: ignore[call-overload]
+    assert len(backfill_runs) == 8 and all(r["ok"] == 1 for r in backfill_runs)
+    assert sum(int(r["new"]) for r in backfill_runs) == 30  # type: ignore[call-overload]
+
+    fake.reset_requests()  # again: only today is asked for (the complete days are skipped)
+    again, _ = await make_ingestor(store, client, page_size=7).backfill(1)
+    assert again.ok and again.new == 0
+    assert [day_of(r.params) for r in fake.requests] == [TODAY.isoformat()]
 
 
 async def test_interrupted_backfill_resumes_without_refetching_finished_days(
@@ -204,7 +212,7 @@ async def test_interrupted_backfill_resumes_without_refetching_finished_days(
     ingestor = make_ingestor(store, client)
     # Days 1-3 succeed, day 4 fails on every try (retries=2: three 500s).
     fake.script(ok(), ok(), ok(), server_error(), server_error(), server_error())
-    first, _ = await ingestor.backfill(1)
+    first, _ = await ingestor.backfill(1, include_today=False)
 
     assert fake.pending_script == 0
     assert not first.ok and first.message.startswith(f"stopped at {days[3]}")
@@ -217,13 +225,13 @@ async def test_interrupted_backfill_resumes_without_refetching_finished_days(
     assert (failed["kind"], failed["ok"], failed["errors"], failed["new"]) == ("backfill", 0, 1, 0)
 
     fake.reset_requests()
-    second, _ = await ingestor.backfill(1)
+    second, _ = await ingestor.backfill(1, include_today=False)
     assert second.ok and (second.new, second.requests) == (8, 4)
     assert [day_of(r.params) for r in fake.requests] == [d.isoformat() for d in days[3:]]
     assert len(stored(store)) == 14
 
     fake.reset_requests()
-    third, _ = await ingestor.backfill(1)
+    third, _ = await ingestor.backfill(1, include_today=False)
     assert third.ok and (third.new, third.requests) == (0, 0) and fake.requests == []
 
 
@@ -427,7 +435,9 @@ async def test_requests_are_spaced_and_never_overlap(store: Store, fake: FakeArx
         poller = make_ingestor(store, client, page_size=7)
         other = make_ingestor(store, client, ["cs.CL"], page_size=10)
         # Two ingestors on one client, a poll and a backfill at once: still one at a time.
-        results = await asyncio.gather(poller.poll(), poller.backfill(1 / 7), other.poll())
+        results = await asyncio.gather(
+            poller.poll(), poller.backfill(1 / 7, include_today=False), other.poll()
+        )
 
     assert all(r[0].ok for r in results)
     assert [r[0].requests for r in results] == [5, 1, 3]

@@ -3,6 +3,7 @@ papers and versions, all-or-nothing batches, and the full-text index kept in ste
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import sqlite3
 from pathlib import Path
@@ -123,9 +124,9 @@ def test_migration_files_are_validated(tmp_path: Path) -> None:
 async def test_connection_uses_wal_and_foreign_keys(store: Store) -> None:
     conn = store._conn
     async with conn.execute("PRAGMA journal_mode") as cur:
-        assert await cur.fetchone() == ("wal",)
+        assert tuple(await cur.fetchone()) == ("wal",)  # type: ignore[arg-type]
     async with conn.execute("PRAGMA foreign_keys") as cur:
-        assert await cur.fetchone() == (1,)
+        assert tuple(await cur.fetchone()) == (1,)  # type: ignore[arg-type]
     await store.upsert_papers([make_paper("2605.00001", "2026-05-01T00:00:00Z")])
     assert Path(f"{store.path}-wal").exists()
     with sqlite3.connect(store.path) as db:  # WAL is a property of the file, seen by others too
@@ -270,3 +271,53 @@ async def test_run_records(store: Store) -> None:
     assert await store.recent_run_errors("2000-01-01T00:00:00Z") == 1
     with pytest.raises(sqlite3.IntegrityError):
         await store.start_run("nonsense")
+
+
+# ---------------------------------------------------------------------------------- readers
+async def test_reads_do_not_wait_behind_an_open_write_transaction(store: Store) -> None:
+    """A command that only reads is answered while a round holds the write transaction, and
+    sees the last committed state, never the round half done."""
+    await store.upsert_papers([make_paper("2605.00001", "2026-05-01T00:00:00Z")])
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def long_round() -> None:
+        async with store._write() as conn:
+            await conn.execute("DELETE FROM papers")  # half done: not yet committed
+            entered.set()
+            await release.wait()
+            raise RuntimeError("the round fails and rolls back")
+
+    task = asyncio.create_task(long_round())
+    await entered.wait()
+    # the writer is busy; a read on its own connection would block until release
+    assert await asyncio.wait_for(store.count_papers(), timeout=30) == 1
+    assert (await store.get_paper("2605.00001")) is not None
+    assert not task.done()
+    release.set()
+    with pytest.raises(RuntimeError, match="rolls back"):
+        await task
+    assert await store.count_papers() == 1
+
+
+async def test_readers_cannot_write(store: Store) -> None:
+    async with store._read() as conn:
+        assert conn is not store._conn
+        with pytest.raises(sqlite3.OperationalError, match="readonly"):
+            await conn.execute("DELETE FROM papers")
+
+
+async def test_ensure_chat_writes_only_when_new_or_changed(store: Store) -> None:
+    statements: list[str] = []
+    await store._conn.set_trace_callback(statements.append)
+    try:
+        await store.ensure_chat(7, type="private")
+        writes = len(statements)
+        assert writes > 0
+        for _ in range(3):
+            await store.ensure_chat(7, type="private")
+        assert len(statements) == writes  # known and unchanged: reads only, no write lock
+        changed = await store.ensure_chat(7, type="group", title="Reading group")
+        assert (changed.type, changed.title) == ("group", "Reading group")
+        assert len(statements) > writes
+    finally:
+        await store._conn.set_trace_callback(None)

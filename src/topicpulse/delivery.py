@@ -453,6 +453,7 @@ class Delivery:
             except ChatGone as exc:
                 self.stats.chats_gone += 1
                 self._deferred.pop(message.chat_id, None)
+                self._chat_failures.pop(message.chat_id, None)  # no state kept for gone chats
                 dropped = await self.store.deactivate_chat(message.chat_id, str(exc))
                 log.info(
                     "chat %s is gone (%s): deactivated, %d pending dropped",

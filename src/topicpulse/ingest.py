@@ -158,32 +158,46 @@ class Ingestor:
                 ),
             )  # fmt: skip
 
+    def backfill_days(self, weeks: float) -> list[date]:
+        """The complete days a backfill of ``weeks`` weeks covers, oldest first (not today)."""
+        today = self.clock().date()
+        return [today - timedelta(days=n) for n in range(round(weeks * 7), 0, -1)]
+
+    async def missing_days(self, weeks: float) -> list[date]:
+        """Days of the backfill period not yet fetched completely (a failed day stays missing
+        until a later backfill fills it)."""
+        done = await self.store.completed_backfill_windows(self.categories_key)
+        return [d for d in self.backfill_days(weeks) if d.isoformat() not in done]
+
     async def backfill(
-        self, weeks: float, progress: Progress | None = None
+        self, weeks: float, progress: Progress | None = None, *, include_today: bool = True
     ) -> tuple[RunStats, list[int]]:
-        """Fetch the last ``weeks`` weeks day by day, skipping days already completed.
+        """Fetch the last ``weeks`` weeks day by day, skipping days already completed, then
+        (with ``include_today``) today so far, which is never recorded as complete.
 
         Returns the summed stats and the row ids of all papers it stored new. Stops at the first
         failed day (the next call resumes there).
         """
         async with self._lock:
             today = self.clock().date()
-            days = [today - timedelta(days=n) for n in range(round(weeks * 7), 0, -1)]
-            done = await self.store.completed_backfill_windows(self.categories_key)
-            todo = [d for d in days if d.isoformat() not in done]
+            todo: list[tuple[date, BackfillWindow | None]] = [
+                (day, BackfillWindow(self.categories_key, day.isoformat(), day.isoformat()))
+                for day in await self.missing_days(weeks)
+            ]
+            if include_today:
+                todo.append((today, None))
+            total_days = len(self.backfill_days(weeks)) + int(include_today)
             total = RunStats(kind="backfill")
             new_ids: list[int] = []
-            for index, day in enumerate(todo, start=1):
+            for index, (day, window) in enumerate(todo, start=1):
                 stats, result = await self._round(
-                    "backfill",
-                    lambda day=day: self._fetch_day(day),
-                    window=BackfillWindow(self.categories_key, day.isoformat(), day.isoformat()),
+                    "backfill", lambda day=day: self._fetch_day(day), window=window
                 )
                 for name in ("requests", "new", "updated", "errors", "duration_s"):
                     setattr(total, name, getattr(total, name) + getattr(stats, name))
                 new_ids.extend(result.new_ids)
                 if progress:
-                    progress(len(days) - len(todo) + index, len(days), day.isoformat())
+                    progress(total_days - len(todo) + index, total_days, day.isoformat())
                 if not stats.ok:
                     total.ok, total.message = False, f"stopped at {day}: {stats.message}"
                     break

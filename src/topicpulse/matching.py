@@ -1,25 +1,72 @@
 """Matching: after each ingestion round, which topics match the papers stored since the last one.
 
-Only the new papers are indexed (in memory) and every live topic's query runs over that small
-index (each distinct term once, see ``match_batch``), so a round's cost grows with new papers
-and topics — never with more users. The matches and the alerts they cause are recorded in one
-transaction (see ``Store.record_matches``).
+Only the new papers are indexed (``BatchIndex``, an in-memory FTS5 table) and every live
+topic's query runs over that small index (each distinct term once, see ``match_batch``), so a
+round's cost grows with new papers and topics — never with more users. The work runs in a
+worker thread, off the event loop. The matches and the alerts they cause are recorded in one
+transaction (see ``Store.record_matches``); papers first published more than ``ALERT_MAX_AGE``
+ago are matched but never alerted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
+import sqlite3
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from topicpulse import query as ql
-from topicpulse.models import StoredPaper, Topic
-from topicpulse.store import BatchIndex, Store
+from topicpulse.models import StoredPaper, Topic, iso, utcnow
+from topicpulse.store import Store
 
 log = logging.getLogger(__name__)
 
 BATCH_PAPERS = 20_000  # papers indexed at once; a larger backlog is matched in several batches
+# A paper older than this (first version) is history, not news: backfilled papers are stored
+# and matched but never alerted. Generous enough for papers held in moderation for days.
+ALERT_MAX_AGE = timedelta(days=14)
+
+
+class BatchIndex:
+    """An in-memory FTS5 index of a batch of papers, to run many topic queries over just them.
+
+    It uses the store's tokenizer, so a query finds here exactly what it finds in the store.
+    Synchronous on purpose: it runs in a worker thread (``asyncio.to_thread``).
+    """
+
+    def __init__(self, papers: Iterable[StoredPaper]) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE batch USING fts5(title, abstract, authors, categories,"
+            " tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        self._db.executemany(
+            "INSERT INTO batch (rowid, title, abstract, authors, categories) VALUES (?,?,?,?,?)",
+            (
+                (
+                    p.id,
+                    p.title,
+                    p.abstract,
+                    json.dumps(list(p.authors), ensure_ascii=False),
+                    " ".join(p.categories),
+                )
+                for p in papers
+            ),
+        )
+        # one b-tree segment instead of many: prefix and phrase queries read far fewer pages
+        self._db.execute("INSERT INTO batch (batch) VALUES ('optimize')")
+
+    def match(self, fts: str) -> list[int]:
+        return [
+            r[0] for r in self._db.execute("SELECT rowid FROM batch WHERE batch MATCH ?", (fts,))
+        ]
+
+    def close(self) -> None:
+        self._db.close()
 
 
 @dataclass(slots=True)
@@ -84,8 +131,15 @@ def _parsed(query: str) -> ql.Node:
     return node
 
 
-async def match_new_papers(store: Store, *, batch_papers: int = BATCH_PAPERS) -> MatchRound:
-    """Match every live topic against the papers it has not seen yet; queue the alerts."""
+async def match_new_papers(
+    store: Store,
+    *,
+    batch_papers: int = BATCH_PAPERS,
+    clock: Callable[[], datetime] = utcnow,
+    alerts: bool = True,
+) -> MatchRound:
+    """Match every live topic against the papers it has not seen yet; queue the alerts (for
+    papers first published within ``ALERT_MAX_AGE`` of ``clock()``, unless ``alerts`` is off)."""
     started = time.monotonic()
     result = MatchRound()
     topics = await store.live_topics()
@@ -102,7 +156,10 @@ async def match_new_papers(store: Store, *, batch_papers: int = BATCH_PAPERS) ->
         pending = [t for t in topics if t.matched_through < batch_through]
         matches = await asyncio.to_thread(match_batch, papers, pending)
         result.alerts_queued += await store.record_matches(
-            matches, batch_after=after, batch_through=batch_through
+            matches,
+            batch_after=after,
+            batch_through=batch_through,
+            alert_published_since=iso(clock() - ALERT_MAX_AGE) if alerts else None,
         )
         result.papers += len(papers)
         result.matches += sum(len(ids) for ids in matches.values())

@@ -203,22 +203,23 @@ async def detect_spikes(
     now = now or utcnow()
     opened: list[int] = []
     (all_last,) = await store.count_windows([iso(now - WINDOW), iso(now)])
+    episodes = await store.open_episodes([t.id for t in topics])
     for topic in topics:
         m = await compute(store, topic=topic, as_of=now, all_last=all_last)
         check = check_spike(m, thresholds)
-        episode = await store.open_episode(topic.id)
+        episode = episodes.get(topic.id)
         if check.spiking:
             if episode is None:
-                opened.append(
-                    await store.start_episode(
-                        topic.id,
-                        at=iso(now),
-                        reason=check.reason,
-                        last_4w=m.last_4w,
-                        prev_4w=m.prev_4w,
-                        change_pct=m.change_pct,
-                    )
+                started = await store.start_episode(
+                    topic.id,
+                    at=iso(now),
+                    reason=check.reason,
+                    last_4w=m.last_4w,
+                    prev_4w=m.prev_4w,
+                    change_pct=m.change_pct,
                 )
+                if started is not None:  # None: another pass opened it meanwhile
+                    opened.append(started)
             elif episode.quiet_since is not None:
                 await store.set_episode_quiet(episode.id, None)
         elif episode is not None:

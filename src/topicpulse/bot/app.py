@@ -1,9 +1,11 @@
 """``topicpulse run``: the python-telegram-bot Application, wired to the pipeline.
 
 Jobs (python-telegram-bot's JobQueue): an ingestion round every TOPICPULSE_POLL_SECONDS
-(backfill first, in the background, when the store is empty), followed by matching and spike
-detection; a delivery worker that sends the outbox as soon as a round queued something (and
-every few seconds for digests that fall due, or when a deferred chat may be retried). Every
+(at every start, the days of the configured backfill weeks still missing are fetched in the
+background, and a poll round fills any that failed), followed by matching and spike
+detection; the daily maintenance (``maintenance.py``); a delivery worker that sends the outbox
+as soon as a round queued something (and every few seconds for digests that fall due, or when
+a deferred chat may be retried). Every
 message goes through ``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; replies ahead of
 alerts). Shutdown on SIGINT/SIGTERM lets the sends in flight finish (``DELIVERY_GRACE``), then
 abandons the rest safely — every round and every delivery is settled in the store
@@ -16,9 +18,10 @@ import asyncio
 import contextlib
 import gc
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
@@ -31,6 +34,7 @@ from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.ingest import Ingestor
 from topicpulse.logs import protect_secrets
+from topicpulse.maintenance import run_maintenance
 from topicpulse.matching import match_new_papers
 from topicpulse.models import utcnow
 from topicpulse.store import Store
@@ -40,6 +44,7 @@ log = logging.getLogger(__name__)
 
 DELIVERY_TICK = 5.0  # seconds between delivery passes when nothing wakes the worker
 DELIVERY_GRACE = 3.0  # seconds the sends in flight get to finish when the bot stops
+MAINTENANCE_SECONDS = 24 * 3600  # the daily upkeep (maintenance.py)
 # Updates handled at once. Replies wait for their chat's pacing (about 1/s) inside the handler,
 # so a user who fires 20 commands holds 20 handlers for 20 s: with few slots, everyone else's
 # commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
@@ -49,39 +54,75 @@ CONCURRENT_UPDATES = 256
 
 @dataclass(slots=True)
 class Pipeline:
-    """The running engine: ingest → match → spikes → delivery."""
+    """The running engine: ingest → match → spikes → delivery, and the daily upkeep.
+
+    One engine pass (match, then spikes) runs at a time (``engine_lock``): a backfill's pass and
+    a poll's pass never match the same papers twice or race each other into the spike table.
+    Background tasks are started with ``spawn``, which logs a task's death at once."""
 
     store: Store
     ingestor: Ingestor
     delivery: Delivery
     clock: Callable[[], datetime]
     thresholds: momentum.SpikeThresholds = field(default_factory=momentum.SpikeThresholds)
+    backfill_weeks: float = 0
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        """Run ``coro`` in the background; if it dies, its traceback is logged right away."""
+        task = asyncio.create_task(coro, name=name)
+        task.add_done_callback(_report_death)
+        self.tasks = [t for t in self.tasks if not t.done()]
+        self.tasks.append(task)
+        return task
+
+    def running(self, name: str) -> bool:
+        return any(t.get_name() == name and not t.done() for t in self.tasks)
 
     async def after_ingest(self) -> None:
-        """Match what the round stored, detect spikes, and wake the delivery worker."""
-        await match_new_papers(self.store)
-        opened = await momentum.detect_spikes(
-            self.store,
-            await self.store.followed_topics(),
-            now=self.clock(),
-            thresholds=self.thresholds,
-        )
+        """Match what the rounds stored, detect spikes, and wake the delivery worker."""
+        async with self.engine_lock:
+            await match_new_papers(self.store, clock=self.clock)
+            opened = await momentum.detect_spikes(
+                self.store,
+                await self.store.followed_topics(),
+                now=self.clock(),
+                thresholds=self.thresholds,
+            )
         if opened:
             log.info("%d spike episode(s) started", len(opened))
         self.wake.set()
 
     async def poll_round(self) -> None:
+        """Poll; then fill any day of the backfill period that is still missing (a day that
+        failed on arXiv earlier), so momentum never keeps a hole; then match."""
         await self.ingestor.poll()
+        if (
+            self.backfill_weeks
+            and not self.running("backfill")
+            and await self.ingestor.missing_days(self.backfill_weeks)
+        ):
+            await self._backfill_days()
         await self.after_ingest()
 
-    async def backfill(self, weeks: float) -> None:
-        stats, _ = await self.ingestor.backfill(weeks, progress=_log_progress)
+    async def backfill(self) -> None:
+        """The backfill at start: every missing day of the configured weeks, then a match."""
+        await self._backfill_days()
+        await self.after_ingest()
+
+    async def _backfill_days(self) -> None:
+        stats, _ = await self.ingestor.backfill(
+            self.backfill_weeks, progress=_log_progress, include_today=False
+        )
         log.info(
             "backfill finished: %d new papers (%s)", stats.new, "ok" if stats.ok else stats.message
         )
-        await self.after_ingest()
+
+    async def maintain(self) -> None:
+        async with self.engine_lock:  # never prune a topic while a round matches it
+            await run_maintenance(self.store, now=self.clock())
 
     async def delivery_worker(self) -> None:
         while not self.delivery.closed:
@@ -107,6 +148,14 @@ class Pipeline:
                 task.cancel()
 
 
+def _report_death(task: asyncio.Task[None]) -> None:
+    if task.cancelled():
+        return
+    exc = task.exception()
+    if exc is not None:
+        log.error("background task %r died", task.get_name(), exc_info=exc)
+
+
 def _log_progress(done: int, total: int, label: str) -> None:
     if done == total or done % 7 == 0:
         log.info("backfill %d/%d days (%s)", done, total, label)
@@ -121,6 +170,13 @@ async def _poll_job(context: ContextTypes.DEFAULT_TYPE) -> None:
         await pipeline_of(context.application).poll_round()
     except Exception:
         log.exception("ingestion round failed; trying again next round")
+
+
+async def _maintenance_job(context: ContextTypes.DEFAULT_TYPE) -> None:
+    try:
+        await pipeline_of(context.application).maintain()
+    except Exception:
+        log.exception("maintenance failed; trying again tomorrow")
 
 
 def build_application(
@@ -139,7 +195,7 @@ def build_application(
     protect_secrets([settings.telegram_bot_token])  # httpx and PTB log URLs with the token
 
     async def post_init(app: Application) -> None:  # type: ignore[type-arg]
-        store = await Store.open(settings.db)
+        store = await Store.open(settings.db, clock=clock)
         await sync_catalogue(store)
         ingestor = Ingestor.from_settings(store, settings, clock=clock, backoff=arxiv_backoff)
         thresholds = momentum.SpikeThresholds(
@@ -154,6 +210,7 @@ def build_application(
             Delivery(store, TelegramSender(app.bot), clock=clock),
             clock,
             thresholds=thresholds,
+            backfill_weeks=settings.backfill_weeks,
         )
         app.bot_data["pipeline"] = pipeline
         app.bot_data["topicpulse"] = handlers.BotContext(
@@ -161,13 +218,19 @@ def build_application(
         )
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
-        pipeline.tasks.append(asyncio.create_task(pipeline.delivery_worker(), name="delivery"))
-        if settings.backfill_weeks and await store.count_papers() == 0:
-            log.info("empty store: backfilling %d weeks in the background", settings.backfill_weeks)
-            pipeline.tasks.append(
-                asyncio.create_task(pipeline.backfill(settings.backfill_weeks), name="backfill")
-            )
+        pipeline.spawn(pipeline.delivery_worker(), "delivery")
+        if settings.backfill_weeks and await ingestor.missing_days(settings.backfill_weeks):
+            # every start: days never fetched, or that failed on arXiv before, are filled now
+            log.info("backfilling the last %s weeks in the background", settings.backfill_weeks)
+            pipeline.spawn(pipeline.backfill(), "backfill")
         assert app.job_queue is not None
+        app.job_queue.run_repeating(
+            _maintenance_job,
+            interval=MAINTENANCE_SECONDS,
+            first=MAINTENANCE_SECONDS,
+            name="maintenance",
+            job_kwargs={"max_instances": 1, "coalesce": True},
+        )
         app.job_queue.run_repeating(
             _poll_job,
             interval=settings.poll_seconds,

@@ -1,0 +1,41 @@
+"""The SQLite store: every query topicpulse runs, laid out by what it stores.
+
+- ``database``: the connections (one writer, read-only readers) and the migrations;
+- ``papers``: papers, ingestion runs, backfill days;
+- ``topics``: topics and their matches;
+- ``counts``: momentum counts, topic and query papers, spike episodes;
+- ``chats``: chats and subscriptions;
+- ``outbox``: pending deliveries.
+
+All SQL outside ``migrations/`` lives here; rows are read by column name (``rows``). Rules
+(which papers are too old to alert, how long to keep delivered rows) belong to the modules that
+own them and reach the store as parameters.
+"""
+
+from __future__ import annotations
+
+from topicpulse.store.chats import CHAT_SETTINGS, ChatQueries
+from topicpulse.store.counts import CountQueries
+from topicpulse.store.database import (
+    Migration,
+    MigrationError,
+    load_migrations,
+    migrations_dir,
+)
+from topicpulse.store.outbox import OutboxQueries
+from topicpulse.store.papers import BackfillWindow, PaperQueries
+from topicpulse.store.topics import TopicQueries
+
+__all__ = [
+    "CHAT_SETTINGS",
+    "BackfillWindow",
+    "Migration",
+    "MigrationError",
+    "Store",
+    "load_migrations",
+    "migrations_dir",
+]
+
+
+class Store(PaperQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries):
+    """Async access to the topicpulse database. Create with ``await Store.open(path)``."""

@@ -1,0 +1,159 @@
+"""Chats and their subscriptions: chat rows and settings, follow and unfollow."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from topicpulse.models import Chat, Subscription
+from topicpulse.store import rows
+from topicpulse.store.database import Database
+
+CHAT_SETTINGS = frozenset(
+    {"paused", "mode", "digest_time", "digest_weekday", "timezone", "spikes", "next_digest_at"}
+)
+
+
+class ChatQueries(Database):
+    """Chats and subscriptions (part of ``Store``)."""
+
+    async def ensure_chat(
+        self,
+        chat_id: int,
+        *,
+        type: str = "private",
+        title: str | None = None,
+        reactivate: bool = False,
+    ) -> Chat:
+        """The chat's row, created with default settings on first contact. Writes only when
+        the chat is new or its type, title or (with ``reactivate``) active flag changed: most
+        commands only read."""
+        known = await self.chat(chat_id)
+        if (
+            known is not None
+            and known.type == type
+            and (title is None or known.title == title)
+            and (known.active or not reactivate)
+        ):
+            return known
+        now = self._now()
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO chats (chat_id, type, title, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (chat_id) DO UPDATE SET"
+                " type = excluded.type, title = coalesce(excluded.title, title),"
+                " active = CASE WHEN ? THEN 1 ELSE active END,"
+                " updated_at = excluded.updated_at",
+                (chat_id, type, title, now, now, int(reactivate)),
+            )
+            async with conn.execute(
+                f"SELECT {rows.CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
+            ) as cur:
+                row = await cur.fetchone()
+        assert row is not None
+        return rows.chat(row)
+
+    async def chat(self, chat_id: int) -> Chat | None:
+        row = await self._row(
+            f"SELECT {rows.CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
+        )
+        return rows.chat(row) if row else None
+
+    async def update_chat(self, chat_id: int, **settings: Any) -> None:
+        unknown = set(settings) - CHAT_SETTINGS
+        if unknown:
+            raise ValueError(f"not chat settings: {sorted(unknown)}")
+        assignments = ", ".join(f"{name} = ?" for name in settings)
+        async with self._write() as conn:
+            await conn.execute(
+                f"UPDATE chats SET {assignments}, updated_at = ? WHERE chat_id = ?",
+                (*settings.values(), self._now(), chat_id),
+            )
+
+    async def deactivate_chat(self, chat_id: int, reason: str) -> int:
+        """Mark a chat inactive (blocked us, deleted) and drop its pending deliveries."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE chats SET active = 0, updated_at = ? WHERE chat_id = ?",
+                (self._now(), chat_id),
+            )
+            cur = await conn.execute(
+                "UPDATE outbox SET state = 'dropped', last_error = ?"
+                " WHERE chat_id = ? AND state = 'pending'",
+                (reason[:500], chat_id),
+            )
+            return cur.rowcount
+
+    async def migrate_chat(self, old_chat_id: int, new_chat_id: int) -> None:
+        """A group became a supergroup: move the chat (subscriptions, outbox) to its new id."""
+        async with self._write() as conn:
+            async with conn.execute("SELECT 1 FROM chats WHERE chat_id = ?", (new_chat_id,)) as cur:
+                exists = await cur.fetchone()
+            if exists:  # the new id already talked to us: keep its row, move what it lacks
+                await conn.execute(
+                    "INSERT OR IGNORE INTO subscriptions (chat_id, topic_id, after_paper_id,"
+                    " created_at) SELECT ?, topic_id, after_paper_id, created_at"
+                    " FROM subscriptions WHERE chat_id = ?",
+                    (new_chat_id, old_chat_id),
+                )
+                await conn.execute(
+                    "UPDATE OR IGNORE outbox SET chat_id = ? WHERE chat_id = ?",
+                    (new_chat_id, old_chat_id),
+                )
+                await conn.execute("DELETE FROM chats WHERE chat_id = ?", (old_chat_id,))
+            else:  # ON UPDATE CASCADE carries subscriptions and outbox along
+                await conn.execute(
+                    "UPDATE chats SET chat_id = ?, type = 'supergroup', updated_at = ?"
+                    " WHERE chat_id = ?",
+                    (new_chat_id, self._now(), old_chat_id),
+                )
+
+    async def chat_counts(self) -> dict[str, int]:
+        row = await self._row(
+            "SELECT sum(active) AS active, sum(1 - active) AS inactive,"
+            " (SELECT count(*) FROM subscriptions) AS subscriptions FROM chats"
+        )
+        assert row is not None
+        return {name: row[name] or 0 for name in ("active", "inactive", "subscriptions")}
+
+    # ------------------------------------------------------------------ subscriptions
+    async def subscribe(self, chat_id: int, topic_id: int) -> bool:
+        """Follow a topic; alerts start with papers stored after now. False if already followed."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "INSERT OR IGNORE INTO subscriptions (chat_id, topic_id, after_paper_id,"
+                " created_at) VALUES (?, ?, (SELECT coalesce(max(id), 0) FROM papers), ?)",
+                (chat_id, topic_id, self._now()),
+            )
+            if cur.rowcount > 0:
+                await conn.execute(
+                    "UPDATE topics SET unfollowed_at = NULL WHERE id = ?", (topic_id,)
+                )
+            return cur.rowcount > 0
+
+    async def unsubscribe(self, chat_id: int, topic_id: int) -> bool:
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "DELETE FROM subscriptions WHERE chat_id = ? AND topic_id = ?", (chat_id, topic_id)
+            )
+            if cur.rowcount > 0:  # the last follower left: the maintenance job's clock starts
+                await conn.execute(
+                    "UPDATE topics SET unfollowed_at = ? WHERE id = ? AND NOT EXISTS"
+                    " (SELECT 1 FROM subscriptions WHERE topic_id = ?)",
+                    (self._now(), topic_id, topic_id),
+                )
+            return cur.rowcount > 0
+
+    async def subscriptions(self, chat_id: int) -> list[Subscription]:
+        found = await self._rows(
+            f"SELECT s.chat_id, s.created_at AS followed_at,"
+            f" {rows.prefixed(rows.TOPIC_COLUMNS, 't')}"
+            " FROM subscriptions s JOIN topics t ON t.id = s.topic_id"
+            " WHERE s.chat_id = ? ORDER BY s.created_at, t.name COLLATE NOCASE",
+            (chat_id,),
+        )
+        return [Subscription(r["chat_id"], rows.topic(r), r["followed_at"]) for r in found]
+
+    async def count_subscriptions(self, chat_id: int) -> int:
+        return int(
+            await self._value("SELECT count(*) FROM subscriptions WHERE chat_id = ?", (chat_id,))
+        )

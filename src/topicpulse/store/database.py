@@ -1,0 +1,236 @@
+"""The database connections: one writer, a few read-only readers, and the schema migrations.
+
+SQLite in WAL mode lets readers see the last committed state while a write transaction is
+open, so the store keeps them apart: every write goes through ``_write()`` (one transaction at
+a time on the writer connection, ``BEGIN IMMEDIATE … COMMIT``, rolled back on any error) and
+every read borrows one of a small pool of read-only connections (``_read()``). A command that
+only reads never waits behind an ingestion or matching round, and never sees one half done.
+Each aiosqlite connection runs its statements on its own thread, off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+
+from topicpulse.models import iso, utcnow
+
+log = logging.getLogger(__name__)
+
+READERS = 3  # read-only connections: a slow read (a big momentum count) never blocks a reply
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
+
+
+class MigrationError(RuntimeError):
+    """A migration failed; the database was left as it was before it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def migrations_dir() -> Path:
+    """The folder of numbered ``.sql`` files: shipped in the wheel, or the repository's own."""
+    packaged = resources.files("topicpulse") / "migrations"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    return Path(__file__).resolve().parents[3] / "migrations"
+
+
+def load_migrations(folder: Path | None = None) -> list[Migration]:
+    folder = folder or migrations_dir()
+    found: list[Migration] = []
+    for path in sorted(folder.glob("*.sql")):
+        match = _MIGRATION_NAME.match(path.name)
+        if not match:
+            raise MigrationError(f"{path.name}: migration files are named NNNN_description.sql")
+        found.append(Migration(int(match.group(1)), path.name, path.read_text("utf-8")))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise MigrationError(f"two migrations share a number in {folder}")
+    return found
+
+
+async def _connect(target: str, *, uri: bool = False) -> aiosqlite.Connection:
+    conn = await aiosqlite.connect(target, isolation_level=None, uri=uri)
+    conn.row_factory = aiosqlite.Row  # rows are read by column name
+    try:
+        await conn.execute("PRAGMA busy_timeout=10000")
+        await conn.execute("PRAGMA foreign_keys=ON")
+        # 32 MB of page cache (default 2 MB): a round's bulk inserts into the match and outbox
+        # indexes stop thrashing it on a large store, and big counts stay in memory.
+        await conn.execute("PRAGMA cache_size=-32000")
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+class Database:
+    """The connections and the transaction helpers the query mixins build on."""
+
+    def __init__(
+        self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: str
+    ) -> None:
+        self._conn = writer  # the writer; also reads inside a write transaction
+        self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
+        self._all_readers = list(readers)
+        for reader in readers:
+            self._readers.put_nowait(reader)
+        self.path = path
+        self._write_lock = asyncio.Lock()
+        self.clock: Callable[[], datetime] = utcnow  # the time written into rows
+
+    def _now(self) -> str:
+        return iso(self.clock())
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        migrate: bool = True,
+        readers: int = READERS,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> Any:  # Self of the subclass (Store)
+        """Open (and by default migrate) the database at ``path``, creating it if needed.
+        ``clock`` gives the times written into rows (tests and simulations inject one)."""
+        writer = await _connect(str(path))
+        opened: list[aiosqlite.Connection] = []
+        try:
+            await writer.execute("PRAGMA journal_mode=WAL")
+            await writer.execute("PRAGMA synchronous=NORMAL")
+            store = cls(writer, [], str(path))
+            store.clock = clock
+            if migrate:
+                await store.migrate()
+            if str(path) != ":memory:":  # an in-memory database has no second connection
+                target = f"{Path(path).resolve().as_uri()}?mode=ro"
+                for _ in range(readers):
+                    opened.append(await _connect(target, uri=True))
+            store._all_readers = opened
+            for reader in opened:
+                store._readers.put_nowait(reader)
+        except BaseException:
+            # Not a database, or a failed migration: close, or aiosqlite's (non-daemon) worker
+            # threads keep the process alive after the error is reported.
+            for conn in (writer, *opened):
+                await conn.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        for reader in self._all_readers:
+            await reader.close()
+        await self._conn.close()
+
+    async def __aenter__(self) -> Any:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ transactions
+    @asynccontextmanager
+    async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
+        """One write transaction at a time; rolled back on any error."""
+        async with self._write_lock:
+            await self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                await self._conn.execute("ROLLBACK")
+                raise
+            else:
+                await self._conn.execute("COMMIT")
+
+    @asynccontextmanager
+    async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
+        """A read-only connection for a moment: it sees the last committed state."""
+        if not self._all_readers:
+            yield self._conn
+            return
+        conn = await self._readers.get()
+        try:
+            yield conn
+        finally:
+            self._readers.put_nowait(conn)
+
+    async def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        async with self._read() as conn, conn.execute(sql, args) as cur:
+            return list(await cur.fetchall())
+
+    async def _row(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
+        async with self._read() as conn, conn.execute(sql, args) as cur:
+            return await cur.fetchone()
+
+    async def _value(self, sql: str, args: Sequence[Any] = ()) -> Any:
+        row = await self._row(sql, args)
+        return None if row is None else row[0]
+
+    # ------------------------------------------------------------------ migrations
+    async def applied_migrations(self) -> list[int]:
+        await self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
+        async with self._conn.execute("SELECT version FROM schema_migrations ORDER BY 1") as cur:
+            return [row["version"] for row in await cur.fetchall()]
+
+    async def migrate(self, migrations: list[Migration] | None = None) -> list[str]:
+        """Apply pending migrations in order, each in its own transaction. Returns their names."""
+        migrations = load_migrations() if migrations is None else migrations
+        done = set(await self.applied_migrations())
+        applied: list[str] = []
+        for migration in sorted(migrations, key=lambda m: m.version):
+            if migration.version in done:
+                continue
+            # executescript() runs the whole file; the explicit BEGIN/COMMIT makes it atomic
+            # (DDL is transactional in SQLite), and ROLLBACK undoes a partial failure.
+            script = (
+                "BEGIN IMMEDIATE;\n"
+                f"{migration.sql}\n;"
+                "INSERT INTO schema_migrations (version, name, applied_at) VALUES "
+                f"({migration.version}, '{migration.name}', '{self._now()}');\n"
+                "COMMIT;"
+            )
+            async with self._write_lock:
+                try:
+                    await self._conn.executescript(script)
+                except sqlite3.Error as exc:
+                    if self._conn.in_transaction:
+                        await self._conn.execute("ROLLBACK")
+                    raise MigrationError(f"migration {migration.name} failed: {exc}") from exc
+            log.info("applied migration %s", migration.name)
+            applied.append(migration.name)
+        return applied
+
+    # ------------------------------------------------------------------ upkeep
+    async def database_bytes(self) -> int:
+        return int(
+            await self._value(
+                "SELECT page_count * page_size FROM pragma_page_count(), pragma_page_size()"
+            )
+        )
+
+    async def checkpoint(self) -> None:
+        """Fold the write-ahead log back into the database file and let SQLite refresh its
+        query-planner statistics (part of the daily maintenance)."""
+        async with self._write_lock:
+            await self._conn.execute("PRAGMA optimize")
+            await self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

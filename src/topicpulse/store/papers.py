@@ -1,0 +1,217 @@
+"""Papers: upserts (one row per arXiv id, newer versions update it), lookups, ingestion runs
+and the days a backfill has completed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aiosqlite
+
+from topicpulse.models import Paper, RunStats, StoredPaper, UpsertResult
+from topicpulse.store import rows
+from topicpulse.store.database import Database
+
+
+@dataclass(frozen=True, slots=True)
+class BackfillWindow:
+    categories: str
+    start: str  # YYYY-MM-DD inclusive
+    end: str  # YYYY-MM-DD inclusive
+
+
+def _newest_per_id(papers: Iterable[Paper]) -> dict[str, Paper]:
+    """One paper per arXiv id: the highest version (then the latest ``updated``) wins."""
+    best: dict[str, Paper] = {}
+    for paper in papers:
+        seen = best.get(paper.arxiv_id)
+        if seen is None or (paper.version, paper.updated) > (seen.version, seen.updated):
+            best[paper.arxiv_id] = paper
+    return best
+
+
+class PaperQueries(Database):
+    """Papers, ingestion runs and backfill progress (part of ``Store``)."""
+
+    async def upsert_papers(
+        self, papers: Iterable[Paper], *, window: BackfillWindow | None = None
+    ) -> UpsertResult:
+        """Store new papers and newer versions of known ones, in one transaction.
+
+        A paper already stored is updated only when the incoming copy is a newer version (or the
+        same version with changed metadata, e.g. a cross-list or DOI added later); it keeps its
+        row id and ``stored_at`` and does not count as new. With ``window``, the backfill window
+        is recorded as complete in the same transaction.
+        """
+        incoming = _newest_per_id(papers)
+        result = UpsertResult()
+        now = self._now()
+        async with self._write() as conn:
+            existing = await self._existing_versions(conn, list(incoming))
+            inserts: list[tuple[Any, ...]] = []
+            updates: list[tuple[Any, ...]] = []
+            for arxiv_id, paper in incoming.items():
+                values = rows.paper_values(paper)
+                known = existing.get(arxiv_id)
+                if known is None:
+                    inserts.append((*values, now))
+                elif (paper.version, paper.updated) >= (known[0], known[1]) and values != known[2]:
+                    updates.append((*values[1:], arxiv_id))
+                else:
+                    result.unchanged += 1
+            if inserts:
+                async with conn.execute("SELECT coalesce(max(id), 0) AS id FROM papers") as cur:
+                    max_before = (await cur.fetchone())["id"]  # type: ignore[index]
+                await conn.executemany(
+                    f"INSERT INTO papers ({rows.PAPER_WRITE_COLUMNS}, stored_at)"
+                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    inserts,
+                )
+                async with conn.execute(
+                    "SELECT id FROM papers WHERE id > ? ORDER BY id", (max_before,)
+                ) as cur:
+                    result.new_ids = [r["id"] for r in await cur.fetchall()]
+            if updates:
+                assignments = ", ".join(
+                    f"{c.strip()}=?" for c in rows.PAPER_WRITE_COLUMNS.split(",")[1:]
+                )
+                await conn.executemany(f"UPDATE papers SET {assignments} WHERE arxiv_id=?", updates)
+                result.updated = len(updates)
+            if window is not None:
+                await conn.execute(
+                    "INSERT OR REPLACE INTO backfill_windows"
+                    " (categories, window_start, window_end, papers, completed_at)"
+                    " VALUES (?,?,?,?,?)",
+                    (window.categories, window.start, window.end, len(incoming), now),
+                )
+        return result
+
+    @staticmethod
+    async def _existing_versions(
+        conn: aiosqlite.Connection, arxiv_ids: list[str]
+    ) -> dict[str, tuple[int, str, tuple[Any, ...]]]:
+        found: dict[str, tuple[int, str, tuple[Any, ...]]] = {}
+        for start in range(0, len(arxiv_ids), rows.CHUNK):
+            chunk = arxiv_ids[start : start + rows.CHUNK]
+            async with conn.execute(
+                f"SELECT {rows.PAPER_WRITE_COLUMNS} FROM papers"
+                f" WHERE arxiv_id IN ({rows.marks(chunk)})",
+                chunk,
+            ) as cur:
+                async for row in cur:
+                    found[row["arxiv_id"]] = (row["version"], row["updated"], tuple(row))
+        return found
+
+    async def get_paper(self, arxiv_id: str) -> StoredPaper | None:
+        row = await self._row(
+            f"SELECT {rows.PAPER_COLUMNS} FROM papers WHERE arxiv_id = ?", (arxiv_id,)
+        )
+        return rows.stored_paper(row) if row else None
+
+    async def papers_by_ids(self, ids: Sequence[int]) -> list[StoredPaper]:
+        """Papers with these row ids, in the order given (unknown ids are skipped)."""
+        by_id: dict[int, StoredPaper] = {}
+        for start in range(0, len(ids), rows.CHUNK):
+            chunk = list(ids[start : start + rows.CHUNK])
+            for row in await self._rows(
+                f"SELECT {rows.PAPER_COLUMNS} FROM papers WHERE id IN ({rows.marks(chunk)})",
+                chunk,
+            ):
+                by_id[row["id"]] = rows.stored_paper(row)
+        return [by_id[i] for i in ids if i in by_id]
+
+    async def papers_after(self, paper_id: int, limit: int | None = None) -> list[StoredPaper]:
+        sql = f"SELECT {rows.PAPER_COLUMNS} FROM papers WHERE id > ? ORDER BY id"
+        args: tuple[Any, ...] = (paper_id,)
+        if limit is not None:
+            sql += " LIMIT ?"
+            args += (limit,)
+        return [rows.stored_paper(r) for r in await self._rows(sql, args)]
+
+    async def max_paper_id(self) -> int:
+        return int(await self._value("SELECT coalesce(max(id), 0) FROM papers"))
+
+    async def count_papers(self) -> int:
+        return int(await self._value("SELECT count(*) FROM papers"))
+
+    async def primary_category_counts(self) -> list[tuple[str, int]]:
+        found = await self._rows(
+            "SELECT primary_category AS category, count(*) AS n FROM papers"
+            " GROUP BY 1 ORDER BY 2 DESC, 1"
+        )
+        return [(r["category"], r["n"]) for r in found]
+
+    async def published_range(self) -> tuple[str | None, str | None]:
+        row = await self._row("SELECT min(published) AS lo, max(published) AS hi FROM papers")
+        return (row["lo"], row["hi"]) if row else (None, None)
+
+    # ------------------------------------------------------------------ ingestion runs
+    async def start_run(self, kind: str) -> int:
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "INSERT INTO ingest_runs (kind, started_at) VALUES (?, ?)", (kind, self._now())
+            )
+            return int(cur.lastrowid or 0)
+
+    async def finish_run(self, run_id: int, stats: RunStats) -> None:
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE ingest_runs SET finished_at=?, requests=?, new=?, updated=?, errors=?,"
+                " duration_s=?, ok=?, message=? WHERE id=?",
+                (
+                    self._now(),
+                    stats.requests,
+                    stats.new,
+                    stats.updated,
+                    stats.errors,
+                    round(stats.duration_s, 3),
+                    int(stats.ok),
+                    stats.message or None,
+                    run_id,
+                ),
+            )
+
+    async def last_run(
+        self, kind: str | None = None, *, ok: bool | None = None
+    ) -> dict[str, Any] | None:
+        clauses, args = [], []
+        if kind:
+            clauses.append("kind = ?")
+            args.append(kind)
+        if ok is not None:
+            clauses.append("ok = ?")
+            args.append(int(ok))
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        row = await self._row(
+            "SELECT id, kind, started_at, finished_at, requests, new, updated, errors,"
+            f" duration_s, ok, message FROM ingest_runs {where} ORDER BY id DESC LIMIT 1",
+            args,
+        )
+        return dict(row) if row else None
+
+    async def recent_run_errors(self, since: str) -> int:
+        return int(
+            await self._value(
+                "SELECT coalesce(sum(errors), 0) FROM ingest_runs WHERE started_at >= ?", (since,)
+            )
+        )
+
+    async def prune_runs(self, before: str) -> int:
+        """Delete ingestion runs started before ``before``, keeping the latest of each kind
+        (and the latest successful one) so the operator's view never goes blank."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "DELETE FROM ingest_runs WHERE started_at < ? AND id NOT IN ("
+                " SELECT max(id) FROM ingest_runs GROUP BY kind"
+                " UNION SELECT max(id) FROM ingest_runs WHERE ok = 1 GROUP BY kind)",
+                (before,),
+            )
+            return max(cur.rowcount, 0)
+
+    # ------------------------------------------------------------------ backfill progress
+    async def completed_backfill_windows(self, categories: str) -> set[str]:
+        found = await self._rows(
+            "SELECT window_start FROM backfill_windows WHERE categories = ?", (categories,)
+        )
+        return {r["window_start"] for r in found}

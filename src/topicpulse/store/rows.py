@@ -1,0 +1,105 @@
+"""Rows to models: the columns each query selects, and the mapping read by column name."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from typing import Any, TypeVar
+
+from topicpulse.models import Chat, OutboxItem, Paper, SpikeEpisode, StoredPaper, Topic
+
+CHUNK = 500  # ids bound in one IN (...) list
+M = TypeVar("M")
+
+PAPER_COLUMNS = (
+    "id, arxiv_id, version, title, abstract, authors, primary_category, categories, "
+    "published, updated, stored_at, comment, journal_ref, doi"
+)
+
+
+def columns(cls: type) -> str:
+    """The columns a model is read from: its fields, by name."""
+    return ", ".join(f.name for f in dataclasses.fields(cls))
+
+
+TOPIC_COLUMNS = columns(Topic)
+EPISODE_COLUMNS = columns(SpikeEpisode)
+CHAT_COLUMNS = columns(Chat)
+OUTBOX_COLUMNS = columns(OutboxItem)
+
+
+def prefixed(columns: str, alias: str) -> str:
+    """``"a, b"`` → ``"t.a, t.b"`` (the same names, read from a joined table)."""
+    return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+def marks(values: Any) -> str:
+    return ",".join("?" * len(values))
+
+
+def stored_paper(row: sqlite3.Row) -> StoredPaper:
+    return StoredPaper(
+        id=row["id"],
+        arxiv_id=row["arxiv_id"],
+        version=row["version"],
+        title=row["title"],
+        abstract=row["abstract"],
+        authors=tuple(json.loads(row["authors"])),
+        primary_category=row["primary_category"],
+        categories=tuple(row["categories"].split()),
+        published=row["published"],
+        updated=row["updated"],
+        stored_at=row["stored_at"],
+        comment=row["comment"],
+        journal_ref=row["journal_ref"],
+        doi=row["doi"],
+    )
+
+
+def paper_values(paper: Paper) -> tuple[Any, ...]:
+    """The values of ``PAPER_WRITE_COLUMNS`` for a paper (without ``stored_at``)."""
+    return (
+        paper.arxiv_id,
+        paper.version,
+        paper.title,
+        paper.abstract,
+        json.dumps(list(paper.authors), ensure_ascii=False),
+        paper.primary_category,
+        " ".join(paper.categories),
+        paper.published,
+        paper.updated,
+        paper.comment,
+        paper.journal_ref,
+        paper.doi,
+    )
+
+
+PAPER_WRITE_COLUMNS = (
+    "arxiv_id, version, title, abstract, authors, primary_category, categories, published,"
+    " updated, comment, journal_ref, doi"
+)
+
+
+def _model(cls: type[M], row: sqlite3.Row, *, flags: tuple[str, ...] = ()) -> M:
+    """A dataclass from the row's columns of the same names (``flags``: 0/1 → bool)."""
+    values = {f.name: row[f.name] for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    for name in flags:
+        values[name] = bool(values[name])
+    return cls(**values)
+
+
+def topic(row: sqlite3.Row) -> Topic:
+    return _model(Topic, row, flags=("active",))
+
+
+def episode(row: sqlite3.Row) -> SpikeEpisode:
+    return _model(SpikeEpisode, row)
+
+
+def chat(row: sqlite3.Row) -> Chat:
+    return _model(Chat, row, flags=("active", "paused", "spikes"))
+
+
+def outbox_item(row: sqlite3.Row) -> OutboxItem:
+    return _model(OutboxItem, row)

@@ -1,0 +1,224 @@
+"""Topics and their matches: catalogue and custom topic rows, the papers each topic matches
+(``topic_papers``), a round's matches recorded together with the alerts they cause, and the
+topic tags of papers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+
+import aiosqlite
+
+from topicpulse.models import Topic
+from topicpulse.store import rows
+from topicpulse.store.database import Database
+
+
+class TopicQueries(Database):
+    """Topic rows and matches (part of ``Store``)."""
+
+    async def upsert_catalogue_topic(
+        self, *, slug: str, name: str, description: str, query: str, normalised: str, fts: str
+    ) -> int:
+        """Insert or update a catalogue topic; a changed query re-matches all stored papers."""
+        async with self._write() as conn:
+            async with conn.execute("SELECT id, fts FROM topics WHERE slug = ?", (slug,)) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                cur = await conn.execute(
+                    "INSERT INTO topics (kind, slug, name, description, query, normalised, fts,"
+                    " created_at) VALUES ('catalogue', ?, ?, ?, ?, ?, ?, ?)",
+                    (slug, name, description, query, normalised, fts, self._now()),
+                )
+                topic_id, changed = int(cur.lastrowid or 0), True
+            else:
+                topic_id, changed = int(row["id"]), row["fts"] != fts
+                await conn.execute(
+                    "UPDATE topics SET name=?, description=?, query=?, normalised=?, fts=?,"
+                    " active=1 WHERE id=?",
+                    (name, description, query, normalised, fts, topic_id),
+                )
+            if changed:
+                await self._rematch(conn, topic_id, fts)
+        return topic_id
+
+    async def deactivate_catalogue_topics(self, keep_slugs: Iterable[str]) -> int:
+        keep = list(keep_slugs)
+        in_keep = rows.marks(keep) or "''"
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "UPDATE topics SET active = 0 WHERE kind = 'catalogue' AND active = 1"
+                f" AND slug NOT IN ({in_keep})",
+                keep,
+            )
+            return cur.rowcount
+
+    async def custom_topic(self, *, name: str, query: str, normalised: str, fts: str) -> int:
+        """The custom topic for this normalised query, created (and matched) if new."""
+        async with self._write() as conn:
+            async with conn.execute(
+                "SELECT id FROM topics WHERE kind = 'custom' AND normalised = ?", (normalised,)
+            ) as cur:
+                row = await cur.fetchone()
+            if row is not None:
+                return int(row["id"])
+            cur = await conn.execute(
+                "INSERT INTO topics (kind, name, query, normalised, fts, created_at)"
+                " VALUES ('custom', ?, ?, ?, ?, ?)",
+                (name, query, normalised, fts, self._now()),
+            )
+            topic_id = int(cur.lastrowid or 0)
+            await self._rematch(conn, topic_id, fts)
+            return topic_id
+
+    async def refresh_topic_matches(self, topic: Topic) -> None:
+        """Bring a topic's matches up to date if they fell behind (e.g. unfollowed for a while)."""
+        if topic.matched_through >= await self._value("SELECT coalesce(max(id), 0) FROM papers"):
+            return
+        async with self._write() as conn:
+            await self._rematch(conn, topic.id, topic.fts)
+
+    @staticmethod
+    async def _rematch(conn: aiosqlite.Connection, topic_id: int, fts: str) -> None:
+        await conn.execute("DELETE FROM topic_papers WHERE topic_id = ?", (topic_id,))
+        await conn.execute(
+            "INSERT INTO topic_papers (topic_id, paper_id, published)"
+            " SELECT ?, p.id, p.published FROM papers_fts JOIN papers p ON p.id = papers_fts.rowid"
+            " WHERE papers_fts MATCH ?",
+            (topic_id, fts),
+        )
+        await conn.execute(
+            "UPDATE topics SET matched_through = (SELECT coalesce(max(id), 0) FROM papers)"
+            " WHERE id = ?",
+            (topic_id,),
+        )
+
+    # ------------------------------------------------------------------ reading topics
+    async def topics(self, *, kind: str | None = None, active_only: bool = True) -> list[Topic]:
+        clauses, args = [], []
+        if kind:
+            clauses.append("kind = ?")
+            args.append(kind)
+        if active_only:
+            clauses.append("active = 1")
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+        found = await self._rows(
+            f"SELECT {rows.TOPIC_COLUMNS} FROM topics {where} ORDER BY kind, name COLLATE NOCASE",
+            args,
+        )
+        return [rows.topic(r) for r in found]
+
+    async def topic(self, topic_id: int) -> Topic | None:
+        row = await self._row(f"SELECT {rows.TOPIC_COLUMNS} FROM topics WHERE id = ?", (topic_id,))
+        return rows.topic(row) if row else None
+
+    async def followed_topics(self) -> list[Topic]:
+        """Topics at least one chat follows (spike detection runs on these)."""
+        found = await self._rows(
+            f"SELECT {rows.TOPIC_COLUMNS} FROM topics t WHERE EXISTS (SELECT 1"
+            " FROM subscriptions s WHERE s.topic_id = t.id) ORDER BY id"
+        )
+        return [rows.topic(r) for r in found]
+
+    async def live_topics(self) -> list[Topic]:
+        """Topics matched every round: the active catalogue and custom topics with followers."""
+        found = await self._rows(
+            f"SELECT {rows.TOPIC_COLUMNS} FROM topics t WHERE (kind = 'catalogue' AND active = 1)"
+            " OR (kind = 'custom' AND EXISTS (SELECT 1 FROM subscriptions s"
+            " WHERE s.topic_id = t.id)) ORDER BY id"
+        )
+        return [rows.topic(r) for r in found]
+
+    # ------------------------------------------------------------------ a round's matches
+    async def record_matches(
+        self,
+        matches: dict[int, list[int]],
+        *,
+        batch_after: int,
+        batch_through: int,
+        alert_published_since: str | None,
+    ) -> int:
+        """Record one round's matches and queue the alerts they cause, in one transaction.
+
+        ``matches`` maps topic id → matching paper ids among papers ``batch_after < id <=
+        batch_through``. Every topic in ``matches`` moves its ``matched_through`` to
+        ``batch_through``. Each active, unpaused chat following a matching topic gets one outbox
+        row per paper it has not had yet, for papers stored after it followed and first
+        published at or after ``alert_published_since`` (the caller's age rule; ``None``: record
+        the matches, queue no alerts). Returns the outbox rows added.
+        """
+        now = self._now()
+        async with self._write() as conn:
+            found = {topic_id: ids for topic_id, ids in matches.items() if ids}
+            if found:  # one statement for all topics (JSON {topic: [paper ids]}): 2× executemany
+                await conn.execute(
+                    "INSERT OR IGNORE INTO topic_papers (topic_id, paper_id, published)"
+                    " SELECT CAST(t.key AS INTEGER), p.id, p.published"
+                    " FROM json_each(?) t, json_each(t.value) i JOIN papers p ON p.id = i.value",
+                    (json.dumps(found),),
+                )
+            if matches:
+                await conn.execute(
+                    f"UPDATE topics SET matched_through = ? WHERE id IN ({rows.marks(matches)})"
+                    " AND matched_through < ?",
+                    (batch_through, *matches, batch_through),
+                )
+            if alert_published_since is None or not found:
+                return 0
+            cur = await conn.execute(
+                # no DISTINCT: outbox_paper_once makes OR IGNORE skip a paper a chat already
+                # has (from another of its topics); `published` read from papers by rowid so
+                # topic_papers is read from its covering index — together 2× faster
+                "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at)"
+                " SELECT s.chat_id, 'paper', tp.paper_id, ? FROM topic_papers tp"
+                " JOIN papers p ON p.id = tp.paper_id"
+                " JOIN subscriptions s ON s.topic_id = tp.topic_id"
+                " JOIN chats c ON c.chat_id = s.chat_id"
+                " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
+                " AND p.published >= ? AND c.active = 1 AND c.paused = 0"
+                " ORDER BY tp.paper_id",
+                (now, batch_after, batch_through, alert_published_since),
+            )
+            return max(cur.rowcount, 0)
+
+    async def paper_topics(
+        self, paper_ids: Sequence[int], kind: str | None = None
+    ) -> dict[int, list[Topic]]:
+        """Topics matching each paper (e.g. the catalogue tags shown under a paper)."""
+        found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
+        kind_clause = "AND t.kind = ?" if kind else ""
+        for start in range(0, len(paper_ids), rows.CHUNK):
+            chunk = list(paper_ids[start : start + rows.CHUNK])
+            for row in await self._rows(
+                f"SELECT tp.paper_id, {rows.prefixed(rows.TOPIC_COLUMNS, 't')}"
+                " FROM topic_papers tp JOIN topics t ON t.id = tp.topic_id"
+                f" WHERE tp.paper_id IN ({rows.marks(chunk)}) AND t.active = 1 {kind_clause}"
+                " ORDER BY t.name COLLATE NOCASE",
+                (*chunk, *([kind] if kind else [])),
+            ):
+                found[row["paper_id"]].append(rows.topic(row))
+        return found
+
+    # ------------------------------------------------------------------ upkeep
+    async def prune_unfollowed_topics(self, before: str) -> tuple[int, int]:
+        """Delete custom topics nobody has followed since ``before`` (or ever, if created
+        before it), with their matches. Returns (topics, matches) removed."""
+        async with self._write() as conn:
+            async with conn.execute(
+                "SELECT id FROM topics t WHERE kind = 'custom'"
+                " AND coalesce(unfollowed_at, created_at) < ?"
+                " AND NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.topic_id = t.id)",
+                (before,),
+            ) as cur:
+                ids = [r["id"] for r in await cur.fetchall()]
+            if not ids:
+                return 0, 0
+            matches = 0
+            for start in range(0, len(ids), rows.CHUNK):
+                chunk = ids[start : start + rows.CHUNK]
+                cur = await conn.execute(
+                    f"DELETE FROM topic_papers WHERE topic_id IN ({rows.marks(chunk)})", chunk
+                )
+                matches += max(cur.rowcount, 0)
+                await conn.execute(f"DELETE FROM topics WHERE id IN ({rows.marks(chunk)})", chunk)
+            return len(ids), matches
