@@ -24,7 +24,7 @@ from telegram.ext import Application
 from fake_arxiv import FakeArxiv, Scripted, make_paper
 from fake_telegram import FakeTelegram, SentMessage, utf16_len, validate_telegram_html
 from topicpulse import chats
-from topicpulse.bot import handlers
+from topicpulse.bot import common, following, handlers
 from topicpulse.bot.app import Pipeline, build_application, pipeline_of, running
 from topicpulse.bot.ratelimit import Limits, TelegramRateLimiter
 from topicpulse.config import Settings, load_settings
@@ -167,10 +167,13 @@ class Bot:
         return answer[0]
 
     async def press(
-        self, chat_id: int, message: SentMessage, data: str, **kwargs: Any
+        self, chat_id: int, message: SentMessage, data: str, *, forged: bool = False, **kwargs: Any
     ) -> tuple[list[SentMessage], dict[str, Any]]:
-        """Press a button; returns what the bot sent/edited and its answerCallbackQuery."""
-        assert data in [value for _, value in message.buttons], message.buttons
+        """Press a button; returns what the bot sent/edited and its answerCallbackQuery.
+        ``forged``: send ``data`` although the message never had such a button (as a modified
+        client can)."""
+        if not forged:
+            assert data in [value for _, value in message.buttons], message.buttons
         before = len(self.fake.messages_to(chat_id))
         answered = set(self.fake.callback_answers)
         self.fake.user_presses(chat_id, message.message_id, data, **kwargs)
@@ -344,27 +347,35 @@ async def test_follow_custom_query_and_its_spellings(bot: Bot) -> None:
     msg = await bot.say(USER, "/follow grpo AND reasoning")
     assert msg.text is not None
     custom = await bot.store.topics(kind="custom")
-    assert [t.name for t in custom] == ["grpo AND reasoning"]
-    query = custom[0].query  # canonical form: shown when it differs from what was typed
-    shown = [f"Query: <code>{esc(query)}</code>"] if query != custom[0].name else []
-    assert msg.text.split("\n")[: 2 + len(shown)] == [
-        "✅ Now following <b>grpo AND reasoning</b>",
-        *shown,
+    assert [t.name for t in custom] == ["grpo reasoning"]  # shared: named by the canonical query
+    assert msg.text.split("\n")[:3] == [
+        "✅ Now following <b>grpo AND reasoning</b>",  # as this chat wrote it
+        "Query: <code>grpo reasoning</code>",
         "3 papers in the last 4 weeks. Latest:",
     ]
     assert links(msg) == ["2611.00001", "2611.00002", "2611.00003"]
 
-    # Another chat writing the same query shares the topic; it can unfollow it by its own
-    # spelling of the query.
+    # Another chat writing the same query shares the topic but sees its own spelling, and can
+    # unfollow it by that spelling.
     other = 2002
     shared = await bot.say(other, '/follow "GRPO" reasoning')
     assert shared.text is not None
-    assert shared.text.startswith("✅ Now following <b>grpo AND reasoning</b>")
+    assert shared.text.startswith("✅ Now following <b>&quot;GRPO&quot; reasoning</b>")
     assert len(await bot.store.topics(kind="custom")) == 1
     gone = await bot.say(other, '/unfollow "GRPO" reasoning')
-    assert gone.text == "Unfollowed <b>grpo AND reasoning</b>."
+    assert gone.text == "Unfollowed <b>&quot;GRPO&quot; reasoning</b>."
     assert await bot.subscriptions(other) == []
     assert await bot.subscriptions(USER) == ["grpo AND reasoning"]
+
+    # Invisible characters never get in: a right-to-left override, NUL and escape codes are
+    # stripped at the edge, and no chat ever sees another chat's spelling.
+    third = 2003
+    sneaky = await bot.say(third, "/follow \u202egrpo\x00 AND \x1b[31mreasoning")
+    assert sneaky.text is not None
+    assert sneaky.text.startswith("✅ Now following <b>grpo AND [31mreasoning</b>")
+    assert not any(ch in sneaky.text for ch in "\u202e\x00\x1b")
+    listed = await bot.say(USER, "/list")
+    assert listed.text is not None and "\u202e" not in listed.text and "[31m" not in listed.text
 
 
 async def test_bad_input_gets_one_line_and_changes_nothing(bot: Bot) -> None:
@@ -491,7 +502,7 @@ async def test_unfollow_and_list_buttons(bot: Bot) -> None:
     await bot.ask(USER, "/follow grpo AND reasoning")
     await bot.ask(USER, f"/follow {RL}")
     rl_id = await topic_id(bot.store, RL)
-    custom_id = await topic_id(bot.store, "grpo AND reasoning")
+    custom_id = await topic_id(bot.store, "grpo reasoning")  # the shared topic's canonical name
     listed = await bot.say(USER, "/list")
     assert listed.text is not None
     lines = listed.text.split("\n")
@@ -515,9 +526,10 @@ async def test_unfollow_and_list_buttons(bot: Bot) -> None:
     assert edits[0].text.split("\n")[0] == "<b>Following 1 topic</b> · instant alerts"
     assert edits[0].buttons == [(f"✖ {RL}", f"ul:{rl_id}")]
     assert await bot.subscriptions(USER) == [RL]
-    # A second tap on the stale button changes nothing and is no error.
+    # A second tap on the stale button changes nothing and is no error: the message no longer
+    # offers that button.
     edits, answer = await bot.press(USER, listed, f"ul:{custom_id}")
-    assert edits == [] and answer["text"] == "Was not followed"
+    assert edits == [] and answer["text"] == "This button has expired."
 
     gone = await bot.say(USER, f"/unfollow {RL.lower()}")
     assert gone.text == f"Unfollowed <b>{RL}</b>."
@@ -573,7 +585,7 @@ async def test_topics_pages_and_follow_button(bot: Bot) -> None:
     filtered = await bot.say(USER, f"/topics {rl.slug}")
     assert filtered.text is not None
     assert filtered.text.split("\n") == [
-        "<b>Topics</b> (page 1/1) — tap to follow:",
+        f"<b>Topics</b> matching “{rl.slug}” (page 1/1) — tap to follow:",
         f"• <b>{RL}</b> — {esc(rl.description)}",
     ]
     assert filtered.buttons == [(f"➕ {RL}", f"f:{rl.id}")]
@@ -677,7 +689,7 @@ async def test_unknown_command_and_plain_text_get_a_hint(
         "Send /follow followed by a topic or a query, e.g. "
         "<code>/follow RL for Language Models</code>. /help shows everything."
     )
-    monkeypatch.setattr(handlers, "COMMAND_RATE", (2, 60.0))  # these count towards the limit
+    monkeypatch.setattr(common, "COMMAND_RATE", (2, 60.0))  # these count towards the limit
     too_fast = await bot.say(USER, "more text")
     assert too_fast.text == "You are sending commands too fast. Please wait a minute."
 
@@ -709,7 +721,7 @@ async def test_follow_cap(bot: Bot) -> None:
 
 
 async def test_per_user_command_rate_limit(bot: Bot) -> None:
-    for _ in range(handlers.COMMAND_RATE[0]):
+    for _ in range(common.COMMAND_RATE[0]):
         assert (await bot.say(USER, "/help")).text == handlers.HELP
     slow_down = await bot.say(USER, "/help")
     assert slow_down.text == "You are sending commands too fast. Please wait a minute."
@@ -993,7 +1005,7 @@ async def test_an_error_in_a_handler_is_logged_answered_and_survived(
         raise RuntimeError("the engine broke")
 
     monkeypatch.setattr(handlers.momentum, "trending", broken)
-    monkeypatch.setattr(handlers, "_topics_page", broken)
+    monkeypatch.setattr(following, "_topics_page", broken)
     with caplog.at_level(logging.ERROR, logger="topicpulse"):
         sorry = await bot.say(USER, "/trending")
         assert sorry.text == SORRY

@@ -261,3 +261,20 @@ def test_read_papers_file_names_the_file_on_errors(tmp_path: Path, suffix: str) 
     path.write_text("not what it should be\n")
     with pytest.raises(ValueError, match=f"bad\\{suffix}: "):
         read_papers_file(path)
+
+
+def test_output_into_a_closed_pipe_ends_quietly(tmp_path: Path) -> None:
+    """`topicpulse topics | head`: the reader leaves early; no BrokenPipeError traceback."""
+    env = {**os.environ, "TOPICPULSE_DB": str(tmp_path / "pipe.db")}
+    producer = subprocess.Popen(
+        [sys.executable, "-m", "topicpulse", "topics"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert producer.stdout is not None
+    producer.stdout.close()  # the reader hangs up before anything is written
+    _, err = producer.communicate(timeout=60)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err
+    assert producer.returncode == 0

@@ -97,7 +97,10 @@ async def test_members_may_not_press_follow_or_unfollow_buttons(bot: Bot) -> Non
     assert first_topic is not None and first_topic.startswith("f:")
     edits, _ = await bot.press(GROUP, page, "tp:1", user_id=MEMBER_ID)
     assert len(edits) == 1 and edits[0].method == "editMessageText"
-    edits, answer = await bot.press(GROUP, page, first_topic, user_id=MEMBER_ID)  # … following not
+    first_topic = edits[0].buttons[0][1]  # the message now shows page 2
+    edits, answer = await bot.press(
+        GROUP, edits[0], first_topic, user_id=MEMBER_ID
+    )  # … not following
     assert edits == [] and answer["text"] == REFUSAL
     assert await bot.subscriptions(GROUP) == [RL]
 

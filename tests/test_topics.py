@@ -282,7 +282,7 @@ async def test_custom_topics_are_shared_by_normalised_query(store: Store, spelli
     first = await custom_topic(store, "Reward  Model")
     again = await custom_topic(store, spelling)
     assert again.id == first.id
-    assert again.name == "Reward Model"  # the first writer's spelling, whitespace collapsed
+    assert again.name == "reward model"  # the canonical query: no chat's spelling
     assert again.query == "reward model"
     assert again.kind == "custom" and again.slug is None
     assert len(await store.topics(kind="custom", active_only=False)) == 1

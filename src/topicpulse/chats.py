@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
@@ -19,23 +20,40 @@ from topicpulse import momentum
 from topicpulse import query as ql
 from topicpulse.formatting import shorten
 from topicpulse.models import Chat, StoredPaper, Topic, iso, utcnow
-from topicpulse.store import Store
+from topicpulse.store import Store, SubscriptionsFull
 from topicpulse.topics import UnknownTopic, find_catalogue_topic, resolve_topic, topic_for
 
 MAX_FOLLOWS = 50
+_FULL = (
+    f"This chat already follows {MAX_FOLLOWS} topics, the most allowed. Unfollow one first (/list)."
+)
 MAX_ARGUMENT = ql.MAX_QUERY_LENGTH
 MODES = ("instant", "daily", "weekly")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+_INVISIBLE = frozenset(
+    {"Cc", "Cf", "Cs", "Co", "Cn"}
+)  # control, format, surrogate, private, unassigned
 
 
 class UserError(ValueError):
     """Bad input from a user; ``str()`` is the one-line reply that says how to fix it."""
 
 
+def clean_text(text: str) -> str:
+    """User text as it may be stored or shown: control and format characters (NUL, escape
+    codes, right-to-left overrides, zero-width joiners …) removed, whitespace collapsed."""
+    kept = "".join(
+        " " if ch.isspace() else ch
+        for ch in text
+        if ch.isspace() or unicodedata.category(ch) not in _INVISIBLE
+    )
+    return " ".join(kept.split())
+
+
 def check_argument(text: str, what: str = "argument") -> str:
-    text = " ".join(text.split())
+    text = clean_text(text)
     if not text:
         raise UserError(f"Please give a {what}.")
     if len(text) > MAX_ARGUMENT:
@@ -62,16 +80,22 @@ async def follow(
     if len(followed) >= MAX_FOLLOWS:  # checked first: a refused query creates no topic
         known = await find_catalogue_topic(store, text) or _same_query(followed, text)
         if known is None or known.id not in {t.id for t in followed}:
-            raise UserError(
-                f"This chat already follows {MAX_FOLLOWS} topics, the most allowed. "
-                "Unfollow one first (/list)."
-            )
+            raise UserError(_FULL)
     try:
         topic = await topic_for(store, text)
     except ql.QueryError as exc:
         raise UserError(f"Could not read that query: {exc}") from None
     await store.refresh_topic_matches(topic)
-    added = await store.subscribe(chat_id, topic.id)
+    try:  # the cap is checked again in the same transaction as the follow: races cannot pass it
+        added = await store.subscribe(
+            chat_id, topic.id, cap=MAX_FOLLOWS, label=text if topic.is_custom else None
+        )
+    except SubscriptionsFull:
+        raise UserError(_FULL) from None
+    # As this chat sees it: a shared custom topic carries the chat's own spelling.
+    topic = next(
+        (s.topic for s in await store.subscriptions(chat_id) if s.topic.id == topic.id), topic
+    )
     now = now or utcnow()
     recent = await store.matching_papers(
         topic_id=topic.id, since=iso(now - momentum.WINDOW), until=iso(now)
@@ -190,6 +214,10 @@ async def set_digest(
     settings: dict[str, object] = {"mode": mode}
     for extra in args[1:]:
         day = parse_weekday(extra)
+        if day is not None and "digest_weekday" in settings:
+            raise UserError("Give one weekday, e.g. /digest weekly 08:00 mon.")
+        if day is None and "digest_time" in settings:
+            raise UserError("Give one time, e.g. /digest daily 08:00.")
         if day is None and mode == "weekly" and not _HHMM.match(extra.strip()):
             raise UserError(
                 f"“{shorten(extra, 20)}” is neither a time (HH:MM) nor a weekday (mon … sun)."

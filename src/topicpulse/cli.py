@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from topicpulse.models import StoredPaper, Topic, iso, utcnow
 from topicpulse.momentum import as_of_day
 from topicpulse.store import MigrationError, Store
 from topicpulse.topics import UnknownTopic, resolve_topic, sync_catalogue
+from topicpulse.wording import day_label, plural
 
 log = logging.getLogger("topicpulse")
 
@@ -231,8 +233,8 @@ async def cmd_momentum(args: argparse.Namespace, settings: Settings) -> int:
     print(f"{m.topic or m.query} (as of {iso(as_of)[:10]})")
     print(momentum.headline(m))
     print(
-        f"{m.total} papers in all.  {momentum.sparkline([c for _, c in m.weekly])}  "
-        f"(weeks of {m.weekly[0][0]:%b %-d} … {m.weekly[-1][0]:%b %-d})"
+        f"{plural(m.total, 'paper')} in all.  {momentum.sparkline([c for _, c in m.weekly])}  "
+        f"(weeks of {day_label(m.weekly[0][0])} … {day_label(m.weekly[-1][0])})"
     )
     if args.chart:
         print(f"chart written to {args.chart}")
@@ -373,6 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         outcome = args.handler(args, settings)
         if asyncio.iscoroutine(outcome):
             outcome = asyncio.run(outcome)
+        sys.stdout.flush()  # here, where a closed pipe is caught below, not at exit
         return int(outcome or 0)
     except (CommandError, MigrationError) as exc:
         print(f"topicpulse: {exc}", file=sys.stderr)
@@ -383,3 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("topicpulse: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`topicpulse topics | head`): stop quietly, and keep Python's
+        # final flush of stdout from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -126,11 +126,15 @@ async def resolve_topic(store: Store, text: str, *, extra: list[Topic] | None = 
 
 
 async def custom_topic(store: Store, text: str) -> Topic:
-    """The shared custom topic for a query (raises ``query.QueryError`` if malformed)."""
+    """The shared custom topic for a query (raises ``query.QueryError`` if malformed).
+
+    Chats that follow the same query share one topic, so it is named by the query's canonical
+    form, never by how one chat spelled it (another chat would see that spelling)."""
     node = ql.parse(text)
+    canonical = ql.unparse(node)  # may exceed the input limit; never parsed with the limit
     topic_id = await store.custom_topic(
-        name=" ".join(text.split()),  # the first writer's spelling
-        query=ql.unparse(node),  # canonical; may exceed the input limit, never parsed again
+        name=canonical,
+        query=canonical,
         normalised=ql.normalise(text),
         fts=ql.to_fts(node),
     )

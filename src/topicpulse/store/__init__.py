@@ -14,7 +14,7 @@ own them and reach the store as parameters.
 
 from __future__ import annotations
 
-from topicpulse.store.chats import CHAT_SETTINGS, ChatQueries
+from topicpulse.store.chats import CHAT_SETTINGS, ChatQueries, SubscriptionsFull
 from topicpulse.store.counts import CountQueries
 from topicpulse.store.database import (
     Migration,
@@ -32,6 +32,7 @@ __all__ = [
     "Migration",
     "MigrationError",
     "Store",
+    "SubscriptionsFull",
     "load_migrations",
     "migrations_dir",
 ]

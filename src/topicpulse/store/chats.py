@@ -13,6 +13,14 @@ CHAT_SETTINGS = frozenset(
 )
 
 
+class SubscriptionsFull(Exception):
+    """The chat already follows as many topics as it may."""
+
+    def __init__(self, cap: int) -> None:
+        super().__init__(f"already following {cap} topics")
+        self.cap = cap
+
+
 class ChatQueries(Database):
     """Chats and subscriptions (part of ``Store``)."""
 
@@ -116,19 +124,34 @@ class ChatQueries(Database):
         return {name: row[name] or 0 for name in ("active", "inactive", "subscriptions")}
 
     # ------------------------------------------------------------------ subscriptions
-    async def subscribe(self, chat_id: int, topic_id: int) -> bool:
-        """Follow a topic; alerts start with papers stored after now. False if already followed."""
+    async def subscribe(
+        self, chat_id: int, topic_id: int, *, cap: int | None = None, label: str | None = None
+    ) -> bool:
+        """Follow a topic; alerts start with papers stored after now. False if already followed.
+
+        With ``cap``, the chat's follow count is checked and the follow added in one
+        transaction (``SubscriptionsFull`` if it already has ``cap``), so concurrent follows
+        cannot overshoot it. ``label``: how this chat spelled a shared custom topic, shown to
+        this chat only."""
         async with self._write() as conn:
-            cur = await conn.execute(
-                "INSERT OR IGNORE INTO subscriptions (chat_id, topic_id, after_paper_id,"
-                " created_at) VALUES (?, ?, (SELECT coalesce(max(id), 0) FROM papers), ?)",
-                (chat_id, topic_id, self._now()),
+            async with conn.execute(
+                "SELECT count(*) AS n, coalesce(sum(topic_id = ?), 0) AS has"
+                " FROM subscriptions WHERE chat_id = ?",
+                (topic_id, chat_id),
+            ) as cur:
+                row = await cur.fetchone()
+            assert row is not None
+            if row["has"]:
+                return False
+            if cap is not None and row["n"] >= cap:
+                raise SubscriptionsFull(cap)
+            await conn.execute(
+                "INSERT INTO subscriptions (chat_id, topic_id, after_paper_id, created_at, label)"
+                " VALUES (?, ?, (SELECT coalesce(max(id), 0) FROM papers), ?, ?)",
+                (chat_id, topic_id, self._now(), label),
             )
-            if cur.rowcount > 0:
-                await conn.execute(
-                    "UPDATE topics SET unfollowed_at = NULL WHERE id = ?", (topic_id,)
-                )
-            return cur.rowcount > 0
+            await conn.execute("UPDATE topics SET unfollowed_at = NULL WHERE id = ?", (topic_id,))
+            return True
 
     async def unsubscribe(self, chat_id: int, topic_id: int) -> bool:
         async with self._write() as conn:
@@ -145,8 +168,7 @@ class ChatQueries(Database):
 
     async def subscriptions(self, chat_id: int) -> list[Subscription]:
         found = await self._rows(
-            f"SELECT s.chat_id, s.created_at AS followed_at,"
-            f" {rows.prefixed(rows.TOPIC_COLUMNS, 't')}"
+            f"SELECT s.chat_id, s.created_at AS followed_at, {rows.CHAT_TOPIC_COLUMNS}"
             " FROM subscriptions s JOIN topics t ON t.id = s.topic_id"
             " WHERE s.chat_id = ? ORDER BY s.created_at, t.name COLLATE NOCASE",
             (chat_id,),

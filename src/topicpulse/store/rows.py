@@ -27,6 +27,11 @@ TOPIC_COLUMNS = columns(Topic)
 EPISODE_COLUMNS = columns(SpikeEpisode)
 CHAT_COLUMNS = columns(Chat)
 OUTBOX_COLUMNS = columns(OutboxItem)
+# A topic as one chat sees it (joined with its subscription ``s``): named as that chat spelled it
+CHAT_TOPIC_COLUMNS = ", ".join(
+    "coalesce(s.label, t.name) AS name" if c == "name" else f"t.{c}"
+    for c in TOPIC_COLUMNS.split(", ")
+)
 
 
 def prefixed(columns: str, alias: str) -> str:

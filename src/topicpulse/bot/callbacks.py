@@ -1,0 +1,106 @@
+"""Inline buttons' callback data: the one place that encodes and decodes it.
+
+Telegram hands back whatever ``callback_data`` a client sends, and a modified client can send
+anything, for any message. So data is parsed with strict patterns (ids that fit SQLite's
+integers, pages within reason) into typed buttons, and ``offered`` tells whether the message the
+press came from really carries that button: the handlers act only on what a message offered.
+Anything else — unknown, malformed, from a message too old to see — is answered as expired.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+MAX_DATA = 64  # bytes: Telegram's limit on callback_data
+EXPIRED = "This button has expired."
+_ID = r"([1-9][0-9]{0,17})"  # a positive row id below 2**63
+_PAGE = r"(0|[1-9][0-9]{0,3})"
+
+
+@dataclass(frozen=True, slots=True)
+class FollowTopic:
+    """➕ on a /topics page: follow this catalogue topic."""
+
+    topic_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Undo:
+    """↩️ under a follow confirmation: unfollow what it followed."""
+
+    topic_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class UnfollowFromList:
+    """✖ in /list: unfollow and redraw the list."""
+
+    topic_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicsPage:
+    """◀ / ▶ on a /topics page: the same filter, another page. A filter too long for the
+    callback data travels as ``key``, a short digest the chat's memory maps back to it."""
+
+    page: int
+    words: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LatestOf:
+    """ "Show all" under a catch-up: the topic's latest papers."""
+
+    topic_id: int
+
+
+Button = FollowTopic | Undo | UnfollowFromList | TopicsPage | LatestOf
+
+_PATTERNS: list[tuple[re.Pattern[str], type]] = [
+    (re.compile(rf"f:{_ID}"), FollowTopic),
+    (re.compile(rf"u:{_ID}"), Undo),
+    (re.compile(rf"ul:{_ID}"), UnfollowFromList),
+    (re.compile(rf"l:{_ID}"), LatestOf),
+]
+_PAGE_WORDS = re.compile(rf"tp:{_PAGE}(?::(.+))?", re.DOTALL)
+_PAGE_KEY = re.compile(rf"tp:{_PAGE}#([0-9a-f]{{12}})")
+
+
+def filter_key(words: str) -> str:
+    return hashlib.blake2s(words.encode("utf-8"), digest_size=6).hexdigest()
+
+
+def encode(button: Button) -> str:
+    if isinstance(button, TopicsPage):
+        data = f"tp:{button.page}:{button.words}" if button.words else f"tp:{button.page}"
+        if len(data.encode("utf-8")) > MAX_DATA:
+            data = f"tp:{button.page}#{button.key or filter_key(button.words)}"
+        return data
+    prefix = {FollowTopic: "f", Undo: "u", UnfollowFromList: "ul", LatestOf: "l"}[type(button)]
+    return f"{prefix}:{button.topic_id}"
+
+
+def decode(data: str | None) -> Button | None:
+    """The button ``data`` stands for, or None when it is not one of ours."""
+    if not data or len(data.encode("utf-8")) > MAX_DATA:
+        return None
+    for pattern, kind in _PATTERNS:
+        match = pattern.fullmatch(data)
+        if match:
+            return kind(int(match.group(1)))  # type: ignore[no-any-return]
+    if match := _PAGE_KEY.fullmatch(data):
+        return TopicsPage(int(match.group(1)), key=match.group(2))
+    if match := _PAGE_WORDS.fullmatch(data):
+        return TopicsPage(int(match.group(1)), words=match.group(2) or "")
+    return None
+
+
+def offered(data: str, keyboard: Iterable[Iterable[object]] | None) -> bool:
+    """Whether ``data`` is the callback data of one of the keyboard's buttons."""
+    return any(
+        getattr(button, "callback_data", None) == data for row in keyboard or () for button in row
+    )

@@ -1,0 +1,248 @@
+"""What every handler shares: the bot's services, replying and editing, the admin check, and
+the ``command`` wrapper (rate limit, chat registration, group admin rule, ``UserError`` → one
+line)."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from telegram import (
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Message,
+    Update,
+)
+from telegram.constants import ChatMemberStatus, ChatType, ParseMode
+from telegram.error import BadRequest
+from telegram.ext import ContextTypes
+
+from topicpulse import formatting
+from topicpulse.bot.views import Keyboard, View
+from topicpulse.chats import UserError, clean_text
+from topicpulse.config import Settings
+from topicpulse.formatting import esc
+from topicpulse.models import utcnow
+from topicpulse.store import Store
+
+COMMAND_RATE = (20, 60.0)  # per user: at most 20 commands per 60 seconds
+RATE_MEMORY = 10_000  # users remembered by the rate limit before idle ones are forgotten
+EDITS_REMEMBERED = 2_000  # messages whose last edit is remembered (double taps)
+NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+NOT_ADMIN = "Sorry — only this group's administrators can change its topics or settings."
+_TAG = re.compile(r"<[^>]+>")
+
+Handler = Callable[[Update, ContextTypes.DEFAULT_TYPE], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class BotContext:
+    """What the handlers need, kept in ``application.bot_data["topicpulse"]``."""
+
+    store: Store
+    settings: Settings
+    clock: Callable[[], datetime] = utcnow
+    wake_delivery: Callable[[], None] = lambda: None
+    monotonic: Callable[[], float] = time.monotonic
+    _recent: dict[int, list[float]] = field(default_factory=dict)
+    _warned: dict[int, float] = field(default_factory=dict)
+    # What each recently edited message says now: a second tap compares with this, not with
+    # the (older) copy of the message its update carries.
+    last_edit: OrderedDict[tuple[int, int], tuple[str, Keyboard]] = field(
+        default_factory=OrderedDict
+    )
+    # Buttons of one chat are handled one at a time (a double tap never races itself).
+    _button_locks: weakref.WeakValueDictionary[int, asyncio.Lock] = field(
+        default_factory=weakref.WeakValueDictionary
+    )
+    topic_filters: OrderedDict[str, str] = field(default_factory=OrderedDict)
+
+    def allow(self, user_id: int) -> bool:
+        """Per-user command rate limit (a sliding window, in memory)."""
+        limit, period = COMMAND_RATE
+        now = self.monotonic()
+        stamps = [t for t in self._recent.get(user_id, []) if now - t < period]
+        allowed = len(stamps) < limit
+        if allowed:
+            stamps.append(now)
+        self._recent[user_id] = stamps
+        if len(self._recent) > RATE_MEMORY:
+            self._recent = {u: ts for u, ts in self._recent.items() if ts and now - ts[-1] < period}
+            self._warned = {u: t for u, t in self._warned.items() if now - t < period}
+        return allowed
+
+    def warn(self, user_id: int) -> bool:
+        """Whether to tell a user who is over the limit (once per window, not per message)."""
+        now = self.monotonic()
+        if now - self._warned.get(user_id, -COMMAND_RATE[1]) < COMMAND_RATE[1]:
+            return False
+        self._warned[user_id] = now
+        return True
+
+    def button_lock(self, chat_id: int) -> asyncio.Lock:
+        lock = self._button_locks.get(chat_id)
+        if lock is None:
+            lock = self._button_locks[chat_id] = asyncio.Lock()
+        return lock
+
+    def remember_edit(self, key: tuple[int, int], shown: tuple[str, Keyboard]) -> None:
+        self.last_edit[key] = shown
+        self.last_edit.move_to_end(key)
+        while len(self.last_edit) > EDITS_REMEMBERED:
+            self.last_edit.popitem(last=False)
+
+    def remember_filter(self, key: str, words: str) -> None:
+        self.topic_filters[key] = words
+        self.topic_filters.move_to_end(key)
+        while len(self.topic_filters) > EDITS_REMEMBERED:
+            self.topic_filters.popitem(last=False)
+
+
+def services(context: ContextTypes.DEFAULT_TYPE) -> BotContext:
+    return context.bot_data["topicpulse"]  # type: ignore[no-any-return]
+
+
+def markup(keyboard: Keyboard) -> InlineKeyboardMarkup | None:
+    if not keyboard:
+        return None
+    return InlineKeyboardMarkup(
+        [
+            [InlineKeyboardButton(label, callback_data=data) for label, data in row]
+            for row in keyboard
+        ]
+    )
+
+
+async def reply(update: Update, text: str, keyboard: Keyboard | None = None) -> Message:
+    assert update.effective_message is not None
+    return await update.effective_message.reply_text(
+        text,
+        parse_mode=ParseMode.HTML,
+        reply_markup=markup(keyboard or []),
+        link_preview_options=NO_PREVIEW,
+        allow_sending_without_reply=True,  # in groups; the command may be deleted meanwhile
+    )
+
+
+async def reply_view(update: Update, view: View) -> Message:
+    return await reply(update, view.text, view.keyboard)
+
+
+async def reply_lines(update: Update, lines: list[str], keyboard: Keyboard | None = None) -> None:
+    """Reply with lines of HTML, split between lines into as many messages as needed (the
+    keyboard goes with the last one)."""
+    messages = formatting.pack(lines, separator="\n")
+    for n, text in enumerate(messages, start=1):
+        await reply(update, text, keyboard if n == len(messages) else None)
+
+
+def visible(html_text: str) -> str:
+    """What Telegram shows for our HTML (tags dropped, entities decoded, trimmed)."""
+    return html.unescape(_TAG.sub("", html_text)).strip()
+
+
+def _shown_keyboard(message: Message) -> Keyboard:
+    rows = message.reply_markup.inline_keyboard if message.reply_markup else ()
+    return [[(b.text, b.callback_data or "") for b in row] for row in rows]  # type: ignore[misc]
+
+
+async def edit_message(tp: BotContext, query: CallbackQuery, view: View) -> None:
+    """Edit the message a button belongs to — unless it already says exactly that (a double
+    tap), compared with what our last edit made it, else with the copy the update carries."""
+    message = query.message
+    if not isinstance(message, Message):
+        return
+    key = (message.chat.id, message.message_id)
+    now = tp.last_edit.get(key) or (message.text or "", _shown_keyboard(message))
+    wanted = (visible(view.text), view.keyboard)
+    if now == wanted:
+        return  # Telegram would answer 400 "message is not modified"
+    try:
+        await query.edit_message_text(
+            view.text,
+            parse_mode=ParseMode.HTML,
+            reply_markup=markup(view.keyboard),
+            link_preview_options=NO_PREVIEW,
+        )
+    except BadRequest as exc:
+        if "not modified" not in exc.message.lower():
+            raise
+    tp.remember_edit(key, wanted)
+
+
+async def is_admin(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
+    chat, user = update.effective_chat, update.effective_user
+    if chat is None or user is None:
+        return False
+    if chat.type == ChatType.PRIVATE:
+        return True
+    message = update.effective_message
+    if message is not None and message.sender_chat is not None:
+        # An anonymous group administrator (posting as the group) or a linked channel.
+        return message.sender_chat.id == chat.id
+    member = await context.bot.get_chat_member(chat.id, user.id)
+    return member.status in (ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER)
+
+
+async def answer(update: Update, text: str, *, alert: bool = False) -> None:
+    """One short line: a button's answer, or a reply to a command."""
+    if update.callback_query:
+        await update.callback_query.answer(text[:200], show_alert=alert)
+    else:
+        await reply(update, esc(text))
+
+
+def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
+    """Common wrapper: rate limit, chat registration, group admin check for commands that change
+    the chat's subscriptions or settings, and ``UserError`` → a one-line reply."""
+
+    def decorate(handler: Handler) -> Handler:
+        async def wrapped(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+            tp = services(context)
+            chat, user = update.effective_chat, update.effective_user
+            if chat is None or user is None:
+                return
+            if not tp.allow(user.id):
+                if update.callback_query:
+                    await update.callback_query.answer("Too many requests — wait a minute.")
+                elif tp.warn(user.id):
+                    await reply(update, "You are sending commands too fast. Please wait a minute.")
+                return
+            # A chat that writes to the bot can be written to again (it had blocked the bot or
+            # removed it from the group: that made it inactive).
+            await tp.store.ensure_chat(chat.id, type=chat.type, title=chat.title, reactivate=True)
+            if changes and not await is_admin(update, context):
+                if update.callback_query:
+                    await update.callback_query.answer(NOT_ADMIN, show_alert=True)
+                else:
+                    await reply(update, NOT_ADMIN)
+                return
+            try:
+                await handler(update, context)
+            except UserError as exc:
+                await answer(update, str(exc), alert=True)
+
+        wrapped.__name__ = handler.__name__
+        wrapped.__doc__ = handler.__doc__
+        return wrapped
+
+    return decorate
+
+
+def arg_text(context: ContextTypes.DEFAULT_TYPE) -> str:
+    """The command's arguments as one line, without control or format characters."""
+    return clean_text(" ".join(context.args or []))
+
+
+def chat_id_of(update: Update) -> int:
+    assert update.effective_chat is not None
+    return update.effective_chat.id

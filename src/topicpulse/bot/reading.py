@@ -1,0 +1,156 @@
+"""Reading: /momentum, /trending, /latest, /search, and the catch-up's "latest" button."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from telegram import Update
+from telegram.constants import ParseMode
+from telegram.ext import ContextTypes
+
+from topicpulse import chats, formatting, momentum
+from topicpulse import query as ql
+from topicpulse.bot import callbacks, views
+from topicpulse.bot.common import (
+    arg_text,
+    chat_id_of,
+    command,
+    reply,
+    reply_lines,
+    services,
+)
+from topicpulse.charts import render_chart
+from topicpulse.chats import UserError
+from topicpulse.formatting import esc, shorten
+from topicpulse.models import Topic
+
+LATEST_DEFAULT, LATEST_MAX = 5, 20
+_COUNT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: "²" and "①" are not counts
+
+
+@command()
+async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/momentum [name] — one topic with its chart, or all followed topics ranked."""
+    tp = services(context)
+    chat_id = chat_id_of(update)
+    now = tp.clock()
+    text = arg_text(context)
+    if not text:
+        subs = await tp.store.subscriptions(chat_id)
+        if not subs:
+            await reply(
+                update,
+                "Follow a topic first, or ask about one: "
+                "<code>/momentum RL for Language Models</code>.",
+            )
+            return
+        ms = [await momentum.compute(tp.store, topic=s.topic, as_of=now) for s in subs]
+        ms.sort(
+            key=lambda m: (m.change_pct if m.change_pct is not None else -1e9, m.last_4w),
+            reverse=True,
+        )
+        title = "<b>Your topics, rising first</b> (papers in 4 weeks, change):"
+        await reply_lines(update, views.ranked(title, ms))
+        return
+    topic = await chats.any_topic(tp.store, chat_id, text)
+    m = await momentum.compute(tp.store, topic=topic, as_of=now)
+    await reply(update, formatting.momentum_text(m))
+    png = await asyncio.to_thread(render_chart, m)
+    assert update.effective_message is not None
+    await update.effective_message.reply_photo(
+        png,
+        caption=f"{esc(shorten(topic.name, 100))} — 12 weeks",
+        parse_mode=ParseMode.HTML,
+        allow_sending_without_reply=True,
+    )
+
+
+@command()
+async def trending(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/trending — rising catalogue topics."""
+    tp = services(context)
+    ranked = await momentum.trending(tp.store, as_of=tp.clock(), limit=10)
+    if not ranked:
+        await reply(update, "Nothing is trending yet: too few papers stored in the last 4 weeks.")
+        return
+    await reply(
+        update,
+        "\n".join(views.ranked("📈 <b>Trending topics</b> (papers in 4 weeks, change):", ranked)),
+    )
+
+
+def parse_latest(args: list[str]) -> tuple[str, int]:
+    """``/latest <name> [n]``: the topic text and how many papers (1 … 20)."""
+    count = LATEST_DEFAULT
+    if len(args) > 1 and _COUNT.fullmatch(args[-1]):
+        count = min(max(int(args.pop()), 1), LATEST_MAX)
+    return " ".join(args), count
+
+
+@command()
+async def latest(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/latest <name> [n] — newest papers of a topic (n ≤ 20)."""
+    tp = services(context)
+    text, count = parse_latest(arg_text(context).split())
+    if not text:
+        await reply(update, "Which topic? E.g. <code>/latest Reward Modeling 5</code>.")
+        return
+    topic = await chats.any_topic(tp.store, chat_id_of(update), text)
+    await _send_latest(update, context, topic, count)
+
+
+async def _send_latest(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, topic: Topic, count: int
+) -> None:
+    tp = services(context)
+    await tp.store.refresh_topic_matches(topic)
+    papers = await tp.store.matching_papers(topic_id=topic.id, limit=count)
+    if not papers:
+        await reply(update, f"No stored paper matches <b>{esc(topic.name)}</b> yet.")
+        return
+    tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
+    header = f"🗞 <b>Latest in {esc(shorten(topic.name, 100))}</b>"
+    for text in formatting.paper_list(papers, header=header, tags=tags):
+        await reply(update, text)
+
+
+async def latest_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.LatestOf
+) -> None:
+    """ "Latest" under a catch-up: a topic the chat follows, newest papers first."""
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None
+    followed = {s.topic.id: s.topic for s in await tp.store.subscriptions(chat_id_of(update))}
+    topic = followed.get(button.topic_id)
+    if topic is None:
+        await query.answer(callbacks.EXPIRED)
+        return
+    await query.answer()
+    await _send_latest(update, context, topic, LATEST_MAX)
+
+
+@command()
+async def search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/search <query> — best-matching stored papers (BM25)."""
+    tp = services(context)
+    text = arg_text(context)
+    if not text:
+        await reply(
+            update, 'Search for what? E.g. <code>/search "reward model" AND ti:math</code>.'
+        )
+        return
+    text = chats.check_argument(text, "query")
+    try:
+        fts = ql.compile_query(text)
+    except ql.QueryError as exc:
+        raise UserError(f"Could not read that query: {exc}") from None
+    papers = await tp.store.matching_papers(fts=fts, limit=10, order="relevance")
+    if not papers:
+        await reply(update, f"No stored paper matches <code>{esc(text)}</code>.")
+        return
+    count = await tp.store.count_matches(fts=fts)
+    header = views.search_header(count, text, len(papers))
+    for message in formatting.paper_list(papers, header=header):
+        await reply(update, message)

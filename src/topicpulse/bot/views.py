@@ -1,0 +1,177 @@
+"""What the bot shows: pure functions from engine results to Telegram HTML and buttons.
+
+A view is text plus ``Keyboard`` rows of (label, callback data) pairs: no python-telegram-bot
+objects, so every view is testable on its own. Everything user-supplied is escaped here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from topicpulse import chats, formatting
+from topicpulse.bot import callbacks
+from topicpulse.formatting import esc, shorten
+from topicpulse.models import Chat, Topic, parse_iso
+from topicpulse.momentum import Momentum
+
+TOPICS_PER_PAGE = 8
+Keyboard = list[list[tuple[str, str]]]  # rows of (label, callback data)
+
+HELP = (
+    "<b>topicpulse</b> follows research topics on arXiv for you: each new paper on a topic you "
+    "follow arrives once — instantly or in a daily/weekly digest — and you can ask how a topic "
+    "is moving.\n\n"
+    "Try:\n"
+    "• <code>/follow RL for Language Models</code>\n"
+    "• <code>/follow grpo AND (math OR reasoning)</code>\n"
+    "• <code>/momentum Reward Modeling</code>\n\n"
+    '<b>Queries</b>: words, "phrases", AND, OR, NOT, (…), prefix*, and fields '
+    'ti: abs: au: cat: — e.g. <code>ti:"reward model" NOT cat:cs.RO</code>\n\n'
+    "<b>Commands</b>: /topics /follow /unfollow /list /momentum /trending /latest /search "
+    "/digest /timezone /pause /resume /spikes /settings"
+)
+
+
+@dataclass(slots=True)
+class View:
+    text: str
+    keyboard: Keyboard = field(default_factory=list)
+
+
+def papers(n: int) -> str:
+    """ "1 paper", "2 papers"."""
+    return f"{n} paper" if n == 1 else f"{n} papers"
+
+
+def button(label: str, target: callbacks.Button) -> tuple[str, str]:
+    return label, callbacks.encode(target)
+
+
+# ---------------------------------------------------------------------------------- follow
+def follow_result(result: chats.FollowResult) -> View:
+    t = result.topic
+    verb = "Now following" if result.added else "Already following"
+    lines = [f"✅ {verb} <b>{esc(shorten(t.name, 100))}</b>"]
+    if t.is_custom and t.query != t.name:
+        lines.append(f"Query: <code>{esc(t.query)}</code>")
+    if result.last_4w == 0:
+        lines.append("No stored paper matched in the last 4 weeks — is the query too narrow?")
+    else:
+        lines.append(f"{papers(result.last_4w)} in the last 4 weeks. Latest:")
+        lines += [
+            f'• <a href="{esc(p.url)}">{esc(shorten(p.title, 150))}</a> ({p.published[:10]})'
+            for p in result.latest
+        ]
+    lines.append("New papers will reach this chat once each.")
+    undo = [[button("↩️ Undo", callbacks.Undo(t.id))]]
+    return View("\n".join(lines), undo if result.added else [])  # nothing to undo otherwise
+
+
+def followed_list(chat: Chat, rows: Sequence[tuple[Topic, Momentum]]) -> tuple[list[str], Keyboard]:
+    """/list: a line per followed topic (sparkline, 4-week count, change) and ✖ buttons."""
+    if not rows:
+        return [
+            "This chat follows no topics yet. Try /topics or "
+            "<code>/follow RL for Language Models</code>."
+        ], []
+    count = len(rows)
+    lines = [
+        f"<b>Following {count} topic{'s' * (count != 1)}</b> · "
+        f"{esc(chats.describe_schedule(chat))}{' · ⏸ paused' if chat.paused else ''}"
+    ]
+    lines += [formatting.momentum_line(m) for _, m in rows]
+    keyboard = [
+        [button(f"✖ {shorten(topic.name, 40)}", callbacks.UnfollowFromList(topic.id))]
+        for topic, _ in rows
+    ]
+    return lines, keyboard
+
+
+def unfollowed(name: str, removed: bool) -> str:
+    return f"{'Unfollowed' if removed else 'Not following'} <b>{esc(shorten(name, 100))}</b>."
+
+
+# ---------------------------------------------------------------------------------- catalogue
+def filter_catalogue(topics: Sequence[Topic], words: str) -> list[Topic]:
+    needles = words.casefold().split()
+    return [
+        t
+        for t in topics
+        if all(n in f"{t.name} {t.description} {t.slug}".casefold() for n in needles)
+    ]
+
+
+def topics_page(topics: Sequence[Topic], words: str, page: int) -> View:
+    """One page of the catalogue (already filtered by ``words``), ➕ per topic, ◀ / ▶."""
+    pages = max(1, -(-len(topics) // TOPICS_PER_PAGE))
+    page = min(max(page, 0), pages - 1)
+    shown = topics[page * TOPICS_PER_PAGE : (page + 1) * TOPICS_PER_PAGE]
+    if not shown:
+        return View(f"No catalogue topic matches “{esc(words)}”. Try /topics without words.")
+    title = f"<b>Topics</b> matching “{esc(words)}”" if words else "<b>Topics</b>"
+    lines = [f"{title} (page {page + 1}/{pages}) — tap to follow:"]
+    lines += [f"• <b>{esc(t.name)}</b> — {esc(t.description)}" for t in shown]
+    keyboard: Keyboard = [[button(f"➕ {t.name}", callbacks.FollowTopic(t.id))] for t in shown]
+    nav = []
+    if page > 0:
+        nav.append(button("◀ Prev", callbacks.TopicsPage(page - 1, words)))
+    if page < pages - 1:
+        nav.append(button("Next ▶", callbacks.TopicsPage(page + 1, words)))
+    if nav:
+        keyboard.append(nav)
+    return View("\n".join(lines), keyboard)
+
+
+# ---------------------------------------------------------------------------------- reading
+def ranked(title: str, moments: Sequence[Momentum]) -> list[str]:
+    return [title, *(formatting.momentum_line(m) for m in moments)]
+
+
+def search_header(count: int, query: str, shown: int) -> str:
+    return f"🔎 <b>{papers(count)}</b> match <code>{esc(query)}</code>; best {shown}:"
+
+
+# ---------------------------------------------------------------------------------- settings
+def settings(chat: Chat, follows: int) -> str:
+    next_digest = ""
+    if chat.next_digest_at:  # in the chat's own time, which is what it chose
+        due = parse_iso(chat.next_digest_at).astimezone(ZoneInfo(chat.timezone))
+        next_digest = f"\nNext digest: {due:%a %d %b %H:%M} ({esc(chat.timezone)})"
+    return (
+        "<b>Settings</b>\n"
+        f"Delivery: {esc(chats.describe_schedule(chat))}{next_digest}\n"
+        f"Time zone: {esc(chat.timezone)}\n"
+        f"Alerts: {'paused' if chat.paused else 'on'}"
+        f" · Spike alerts: {'on' if chat.spikes else 'off'}\n"
+        f"Topics followed: {follows}/{chats.MAX_FOLLOWS}"
+    )
+
+
+def stats(
+    *,
+    papers_stored: int,
+    topics: Sequence[Topic],
+    chat_counts: dict[str, int],
+    outbox: dict[str, int],
+    last_poll: dict[str, Any] | None,
+    errors: int,
+) -> str:
+    poll_line = "never"
+    if last_poll:
+        poll_line = (
+            f"{last_poll['started_at']} ({'ok' if last_poll['ok'] else 'failed'}, "
+            f"{last_poll['new']} new)"
+        )
+    return (
+        "<b>topicpulse stats</b>\n"
+        f"Papers: {papers_stored}\nTopics: {len(topics)} "
+        f"({sum(t.is_custom for t in topics)} custom)\n"
+        f"Chats: {chat_counts['active']} active, {chat_counts['inactive']} inactive · "
+        f"{chat_counts['subscriptions']} subscriptions\n"
+        f"Queue: {outbox.get('pending', 0)} pending, {outbox.get('sent', 0)} sent, "
+        f"{outbox.get('dropped', 0)} dropped\n"
+        f"Last poll: {esc(poll_line)}\nIngest errors (24 h): {errors}"
+    )
