@@ -32,6 +32,10 @@ What it covers
   modified", "message to edit not found", too long / empty text, over-long ``callback_data``,
   injected failures (:meth:`FakeTelegram.fail_next`) and an unreachable period that drops
   connections (:meth:`FakeTelegram.set_unreachable`).
+* The bot's own membership (:meth:`FakeTelegram.set_bot_member`): kicked, left, restricted
+  (no text messages → 400 "not enough rights to send text messages to the chat", no photos →
+  the same for photos) or back; each change is queued as a ``my_chat_member`` update, and
+  ``getChatMember`` for the bot answers the current status.
 * Flood control (``enforce_limits=True``): a global token bucket, per-private-chat buckets and
   per-group 20-per-minute windows, answered with 429 + ``retry_after``; hammering a penalised
   scope escalates (doubles) the penalty.  All of it runs on the injected ``clock``.
@@ -916,6 +920,7 @@ class FakeTelegram:
         self._admins: dict[int, set[int]] = {}
         self._owners: dict[int, int] = {}
         self._blocked: set[int] = set()
+        self._bot_members: dict[int, dict[str, Any]] = {}  # set_bot_member: the bot's status
         self._migrated: dict[int, int] = {}
         self._files: dict[str, tuple[bytes, str, str]] = {}  # file_id -> (data, unique, path)
         self._file_paths: dict[str, bytes] = {}
@@ -1208,6 +1213,98 @@ class FakeTelegram:
 
     def unblock_chat(self, chat_id: int) -> None:
         self._blocked.discard(chat_id)
+
+    def set_bot_member(
+        self,
+        chat_id: int,
+        status: Literal["creator", "administrator", "member", "restricted", "left", "kicked"],
+        *,
+        can_send_messages: bool = True,
+        can_send_photos: bool = True,
+        username: str = "alice",
+        notify: bool = True,
+    ) -> int | None:
+        """The bot's status in ``chat_id`` becomes ``status``, as when a group's administrator
+        (``username``) kicks, restricts or re-adds it — or, in a private chat, when the user
+        blocks (``"kicked"``) or unblocks (``"member"``) it.
+
+        From then on sends behave accordingly: ``left``/``kicked`` answer 403 (like
+        :meth:`block_chat`); ``restricted`` without ``can_send_messages`` answers sendMessage
+        with 400 ``not enough rights to send text messages to the chat``, without
+        ``can_send_photos`` sendPhoto with ``… photos to the chat``; any other status sends
+        normally. Unless ``notify`` is false, the change is queued as a ``my_chat_member``
+        update (old and new status), like Telegram does; returns its update id.
+        """
+        chat = self._chat(chat_id)
+        old = self._bot_members.get(chat_id) or self._bot_member_dict("member")
+        new = self._bot_member_dict(
+            status, can_send_messages=can_send_messages, can_send_photos=can_send_photos
+        )
+        self._bot_members[chat_id] = new
+        if status in ("left", "kicked"):
+            self._blocked.add(chat_id)
+        else:
+            self._blocked.discard(chat_id)
+        if not notify:
+            return None
+        user_id = chat_id if chat["type"] == "private" else self._user_id_for(username)
+        changed = {
+            "chat": chat,
+            "from": self._register_user(user_id, username),
+            "date": int(time.time()),
+            "old_chat_member": old,
+            "new_chat_member": new,
+        }
+        return self.add_update({"my_chat_member": changed})
+
+    def _bot_member_dict(
+        self, status: str, *, can_send_messages: bool = True, can_send_photos: bool = True
+    ) -> dict[str, Any]:
+        bot = dict(self.bot_user)
+        if status == "creator":
+            return {"status": "creator", "user": bot, "is_anonymous": False}
+        if status == "administrator":
+            return {**self._admin_rights(), "status": "administrator", "user": bot}
+        if status == "restricted":
+            media = {
+                f"can_send_{kind}": can_send_photos if kind == "photos" else True
+                for kind in (
+                    "audios",
+                    "documents",
+                    "photos",
+                    "videos",
+                    "video_notes",
+                    "voice_notes",
+                )
+            }
+            return {
+                "status": "restricted",
+                "user": bot,
+                "is_member": True,
+                "can_send_messages": can_send_messages,
+                **media,
+                "can_send_polls": True,
+                "can_send_other_messages": True,
+                "can_add_web_page_previews": True,
+                "can_change_info": False,
+                "can_invite_users": False,
+                "can_pin_messages": False,
+                "can_manage_topics": False,
+                "can_edit_tag": False,
+                "can_react_to_messages": True,
+                "until_date": 0,
+            }
+        if status == "kicked":
+            return {"status": "kicked", "user": bot, "until_date": 0}
+        if status in ("member", "left"):
+            return {"status": status, "user": bot}
+        raise ValueError(f"unknown chat member status {status!r}")
+
+    def _check_right(self, chat_id: int, right: str, what: str) -> None:
+        """A restricted bot (``set_bot_member``) without ``right`` may not send ``what``."""
+        member = self._bot_members.get(chat_id)
+        if member is not None and member["status"] == "restricted" and not member.get(right):
+            raise _bad(f"not enough rights to send {what} to the chat")
 
     def migrate_chat(self, chat_id: int, new_chat_id: int) -> None:
         """The group ``chat_id`` became supergroup ``new_chat_id``."""
@@ -1864,6 +1961,7 @@ class FakeTelegram:
 
     def _m_send_message(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = self._writable_chat(params)
+        self._check_right(chat_id, "can_send_messages", "text messages")
         source, visible, entities = self._text_content(params, edit=False)
         markup = self._check_markup(params.get("reply_markup"))
         reply_to = self._reply_target(chat_id, params)
@@ -1890,6 +1988,7 @@ class FakeTelegram:
 
     def _m_send_photo(self, params: dict[str, Any]) -> dict[str, Any]:
         chat_id = self._writable_chat(params)
+        self._check_right(chat_id, "can_send_photos", "photos")
         photo = params.get("photo")
         source, caption, entities = self._caption_content(params)
         markup = self._check_markup(params.get("reply_markup"))
@@ -2159,29 +2258,33 @@ class FakeTelegram:
         }
         return True
 
+    @staticmethod
+    def _admin_rights() -> dict[str, Any]:
+        return {
+            "can_be_edited": False,
+            "is_anonymous": False,
+            "can_manage_chat": True,
+            "can_delete_messages": True,
+            "can_manage_video_chats": True,
+            "can_restrict_members": True,
+            "can_promote_members": False,
+            "can_change_info": True,
+            "can_invite_users": True,
+            "can_post_stories": False,
+            "can_edit_stories": False,
+            "can_delete_stories": False,
+            "can_pin_messages": True,
+            "can_manage_topics": False,
+        }
+
     def _member(self, chat_id: int, user_id: int) -> dict[str, Any]:
+        if user_id == self.bot_id and chat_id in self._bot_members:
+            return dict(self._bot_members[chat_id])
         user = self._user(user_id)
         if self._owners.get(chat_id) == user_id:
             return {"status": "creator", "user": user, "is_anonymous": False}
         if user_id in self._admins.get(chat_id, ()):
-            return {
-                "status": "administrator",
-                "user": user,
-                "can_be_edited": False,
-                "is_anonymous": False,
-                "can_manage_chat": True,
-                "can_delete_messages": True,
-                "can_manage_video_chats": True,
-                "can_restrict_members": True,
-                "can_promote_members": False,
-                "can_change_info": True,
-                "can_invite_users": True,
-                "can_post_stories": False,
-                "can_edit_stories": False,
-                "can_delete_stories": False,
-                "can_pin_messages": True,
-                "can_manage_topics": False,
-            }
+            return {**self._admin_rights(), "status": "administrator", "user": user}
         return {"status": "member", "user": user}
 
     def _m_get_chat_member(self, params: dict[str, Any]) -> dict[str, Any]:

@@ -21,11 +21,11 @@ from clocks import VirtualClock
 from fake_arxiv import FakeArxiv
 from fake_telegram import FakeTelegram
 from fanout import ARXIV_LINK, FanOut, fill_outbox, lost_and_duplicated
-from topicpulse import delivery as delivery_module
 from topicpulse.bot.app import build_application, pipeline_of, running
 from topicpulse.bot.ratelimit import Limits, TelegramRateLimiter
 from topicpulse.config import load_settings
 from topicpulse.delivery import (
+    CATCH_UP_BEST,
     ChatGone,
     ChatMoved,
     Delivery,
@@ -33,6 +33,7 @@ from topicpulse.delivery import (
     MessageRejected,
     TemporaryFailure,
 )
+from topicpulse.delivery import messages as delivery_messages
 from topicpulse.store import Store
 from waiting import wait_for
 
@@ -52,6 +53,7 @@ class FakeSender:
         self.in_flight = self.max_in_flight = 0
         self.chat_in_flight: dict[int, int] = {}
         self.max_chat_in_flight = 0
+        self.buttons: dict[int, list[list[tuple[str, str]]]] = {}  # chat → each text's buttons
 
     def fail(self, chat: int | None, *errors: Exception) -> None:
         self.script.setdefault(chat, []).extend(errors)
@@ -82,8 +84,16 @@ class FakeSender:
             self.in_flight -= 1
             self.chat_in_flight[chat] -= 1
 
-    async def send_text(self, chat_id: int, html: str, *, preview: bool = False) -> None:
+    async def send_text(
+        self,
+        chat_id: int,
+        html: str,
+        *,
+        preview: bool = False,
+        buttons: list[tuple[str, str]] | None = None,
+    ) -> None:
         await self._send("html", chat_id, html)
+        self.buttons.setdefault(chat_id, []).append(buttons or [])
 
     async def send_plain(self, chat_id: int, text: str) -> None:
         await self._send("plain", chat_id, text)
@@ -163,17 +173,17 @@ async def test_a_chats_messages_go_in_order(store: Store) -> None:
     assert sender.max_chat_in_flight == 1
 
 
-async def test_a_big_backlog_is_folded_into_one_digest(store: Store) -> None:
+async def test_a_big_backlog_is_folded_into_one_catch_up(store: Store) -> None:
     fan = await fill_outbox(store, [1, 2], alerts=2, extra={1: 60})
     sender = FakeSender()
     engine = Delivery(store, sender)
     await engine.run_once()
-    texts = sender.texts_to(1)
-    assert len(texts) <= 2  # 61 papers as alerts would take 7+ messages
-    assert "catch-up digest" in texts[0]
-    assert sorted(sender.ids_to(1)) == sorted(fan.expected[1])  # nothing dropped
+    [text] = sender.texts_to(1)  # 61 papers as alerts would take 7+ messages
+    assert "Catch-up: 61 new papers" in text
+    assert len(sender.ids_to(1)) == CATCH_UP_BEST and set(sender.ids_to(1)) <= fan.expected[1]
+    assert await store.outbox_counts() == {"sent": 62}  # the one message settled all 61
     assert engine.stats.folded == 1
-    assert len(sender.texts_to(2)) == 1 and "digest" not in sender.texts_to(2)[0]
+    assert len(sender.texts_to(2)) == 1 and "Catch-up" not in sender.texts_to(2)[0]
 
 
 async def test_spike_chart_is_rendered_once_per_episode(
@@ -187,7 +197,7 @@ async def test_spike_chart_is_rendered_once_per_episode(
         renders.append(m)
         return b"\x89PNG\r\n\x1a\n" + b"\0" * 16
 
-    monkeypatch.setattr(delivery_module, "render_chart", render)
+    monkeypatch.setattr(delivery_messages, "render_chart", render)
     await store.start_episode(
         topic.id, at="2026-11-20T00:00:00Z", reason="doubled", last_4w=20, prev_4w=5,
         change_pct=300.0,
@@ -405,7 +415,9 @@ async def test_fan_out_at_the_limits(fast_fake: FakeTelegram, tmp_path: Path) ->
                 return not await pending(store)
 
             await wait_for(drained, what=fast_fake.summary)
+            assert await store.outbox_counts() == {"sent": fan.alerts}
     assert 429 not in fast_fake.stats["by_error_code"], fast_fake.stats
+    folded = fan.expected.pop(7)  # its backlog went as one catch-up that shows a few
     lost, dupes = lost_and_duplicated(fan, fast_fake.sent)
     assert (lost, dupes) == (0, 0)
     sends = [c for c in fast_fake.calls if c.method == "sendMessage" and c.ok]
@@ -425,4 +437,6 @@ async def test_fan_out_at_the_limits(fast_fake: FakeTelegram, tmp_path: Path) ->
     # concurrent: the workers had several requests out at once (one at a time would manage
     # ~10/s at 100 ms latency)
     assert fast_fake.stats["max_in_flight"] > 1
-    assert "catch-up digest" in fast_fake.messages_to(7)[0].text
+    [catch_up] = fast_fake.messages_to(7)
+    assert "Catch-up: 83 new papers" in (catch_up.text or "")
+    assert set(ARXIV_LINK.findall(catch_up.text or "")) <= folded

@@ -7,6 +7,7 @@ import io
 from typing import TYPE_CHECKING
 
 from topicpulse.momentum import Momentum, headline
+from topicpulse.wording import day_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -24,7 +25,7 @@ def render_chart(m: Momentum, *, title: str | None = None) -> bytes:
     return _render(
         title or m.topic or m.query,
         headline(m),
-        tuple(w.strftime("%b %-d") for w, _ in m.weekly),
+        tuple(day_label(w) for w, _ in m.weekly),
         tuple(c for _, c in m.weekly),
     )
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from topicpulse.models import StoredPaper, Topic
 from topicpulse.momentum import Momentum, headline, sparkline
+from topicpulse.wording import plural
 
 MAX_MESSAGE = 4096
 MAX_CAPTION = 1024
@@ -21,6 +22,8 @@ MAX_TITLE = 300
 MAX_NAME = 80
 SHOWN_AUTHORS = 3
 SHOWN_TAGS = 4
+CATCH_UP_TOPICS = 8  # topics a catch-up lists, each with its count, /latest and a button
+BUTTON_NAME = 32  # characters of a topic's name on a button
 
 
 def esc(text: str) -> str:
@@ -123,7 +126,7 @@ def _cut_lines(block: str, limit: int) -> str:
 def pack_alerts(alerts: Sequence[Alert]) -> list[tuple[str, list[int]]]:
     """Instant alerts: what one round found for a chat, in as few messages as fit, each with
     the ids of the papers it carries."""
-    header = "" if len(alerts) == 1 else f"🆕 <b>{len(alerts)} new papers</b>"
+    header = "" if len(alerts) == 1 else f"🆕 <b>{plural(len(alerts), 'new paper')}</b>"
     return pack_keyed(((paper_block(a), a.paper.id) for a in alerts), header=header)
 
 
@@ -140,7 +143,7 @@ def pack_digest(alerts: Sequence[Alert], *, period: str) -> list[tuple[str, list
     for alert in alerts:
         name = alert.topics[0].name if alert.topics else "Other"
         groups.setdefault(name, []).append(alert)
-    total = f"{len(alerts)} new paper{'s' * (len(alerts) != 1)}"
+    total = plural(len(alerts), "new paper")
     blocks: list[tuple[str, int | None]] = [(f"📬 <b>Your {esc(period)} digest</b>: {total}", None)]
     for name, members in groups.items():
         heading = f"\n<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>"
@@ -167,10 +170,57 @@ def digest_line(alert: Alert) -> str:
     )
 
 
+def catch_up(
+    *, total: int, counts: Sequence[tuple[Topic, int]], best: Sequence[Alert]
+) -> tuple[str, list[tuple[str, str]]]:
+    """One message for a backlog too big to send paper by paper: ``total`` new papers, how
+    many per topic (``counts``, most first), the ``best`` few (ranked by the caller), and the
+    way to the rest — ``/latest <topic>`` written out, and a button per topic (callback data
+    ``l:<topic id>``). Returns the text and the buttons as (label, callback data).
+
+    Always one message: the topics after ``CATCH_UP_TOPICS`` are only counted, and papers,
+    then topics, are left out for as long as the text would not fit."""
+    shown = list(counts[:CATCH_UP_TOPICS])
+    papers = list(best)
+    while True:
+        text = _catch_up_text(total, shown, len(counts) - len(shown), papers)
+        if tg_len(text) <= MAX_MESSAGE:
+            break
+        if len(papers) > 1:
+            papers.pop()
+        elif len(shown) > 1:
+            shown.pop()
+        else:  # (cannot happen: every piece is bounded far below the limit)
+            text = _cut_lines(text, MAX_MESSAGE)
+            break
+    buttons = [(f"🗞 {shorten(t.name, BUTTON_NAME)}", f"l:{t.id}") for t, _ in shown]
+    return text, buttons
+
+
+def _catch_up_text(
+    total: int, shown: Sequence[tuple[Topic, int]], hidden: int, papers: Sequence[Alert]
+) -> str:
+    lines = [f"📬 <b>Catch-up: {plural(total, 'new paper')}</b> — too many to send one by one."]
+    for topic, count in shown:
+        line = f"• <b>{esc(shorten(topic.name, MAX_NAME))}</b>: {count}"
+        if len(topic.name) <= MAX_NAME:  # a longer name makes no command worth typing
+            line += f" · <code>/latest {esc(topic.name)}</code>"
+        lines.append(line)
+    if hidden:
+        lines.append(f"• and {plural(hidden, 'more topic')} (/list)")
+    if papers:
+        lines += ["", f"<b>Best {len(papers)}</b> — on most of your topics, newest first:"]
+        lines += [digest_line(a) for a in papers]
+    if shown:
+        lines += ["", "Tap a topic for its latest papers."]
+    return "\n".join(lines)
+
+
 def momentum_text(m: Momentum, *, name: str | None = None) -> str:
     title = esc(shorten(name or m.topic or m.query, MAX_NAME))
     spark = sparkline([c for _, c in m.weekly])
-    return f"📊 <b>{title}</b>\n{esc(headline(m))}\n{m.total} papers in all · 12 weeks: {spark}"
+    total = plural(m.total, "paper")
+    return f"📊 <b>{title}</b>\n{esc(headline(m))}\n{total} in all · 12 weeks: {spark}"
 
 
 def momentum_line(m: Momentum) -> str:

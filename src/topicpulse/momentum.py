@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 from topicpulse.models import Topic, iso, parse_iso, utcnow
 from topicpulse.store import Store
+from topicpulse.wording import plural
 
 WINDOW = timedelta(days=28)
 WEEKS = 12
@@ -117,10 +118,6 @@ async def compute(
 
 
 # ---------------------------------------------------------------------------------- wording
-def _papers(n: int) -> str:
-    return f"{n} paper" if n == 1 else f"{n} papers"
-
-
 def _share(pct: float) -> str:
     if pct == 0:
         return "0%"
@@ -143,7 +140,8 @@ def headline(m: Momentum) -> str:
     else:
         trend = f"down {round(-m.change_pct)}% on the four weeks before"
     share = _share(m.share_pct)
-    return f"{_papers(m.last_4w)} in the last four weeks, {trend}. {share} of all new papers."
+    papers = plural(m.last_4w, "paper")
+    return f"{papers} in the last four weeks, {trend}. {share} of all new papers."
 
 
 def sparkline(counts: list[int]) -> str:
@@ -179,7 +177,7 @@ def check_spike(m: Momentum, thresholds: SpikeThresholds = SpikeThresholds()) ->
         if latest >= t.min_week_papers and latest > mean and latest >= mean + t.min_sigma * sigma:
             return SpikeCheck(
                 True,
-                f"last week {latest} papers vs {mean:.1f} ± {sigma:.1f}"
+                f"last week {plural(latest, 'paper')} vs {mean:.1f} ± {sigma:.1f}"
                 f" over the {t.baseline_weeks} weeks before",
             )
     return SpikeCheck(False, "")

@@ -27,7 +27,7 @@ from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
 from topicpulse import momentum
-from topicpulse.bot import handlers
+from topicpulse.bot import handlers, membership
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
 from topicpulse.config import Settings
@@ -275,6 +275,7 @@ def build_application(
         .build()
     )
     handlers.register(app)
+    membership.register(app)
     return app
 
 

@@ -1,5 +1,14 @@
 """The Telegram ``Sender``: sends alerts through python-telegram-bot and maps Bot API errors onto
-the delivery engine's vocabulary (``ChatGone``, ``ChatMoved``, ``FloodWait``, …).
+the delivery engine's vocabulary (``ChatGone``, ``MediaForbidden``, ``FloodWait``, …).
+
+What a 400 means is read from its description (Telegram has no error codes beyond HTTP's):
+
+* the chat can take nothing from the bot (no such chat, no right to send messages) → gone;
+* no right to send photos (or other media) while text may go → ``MediaForbidden``;
+* the text's HTML or length → ``MessageRejected`` (the engine re-sends it as plain text);
+* anything else → ``PermanentFailure`` (the engine drops the message).
+
+Every 403 means the bot can send the chat nothing (blocked, kicked, deleted) → gone.
 
 Every send is marked ``Priority.BULK`` for the rate limiter (``bot.ratelimit``), so replies to
 users go first; the bot must therefore be the Application's ``ExtBot`` with that limiter.
@@ -11,7 +20,7 @@ import re
 from collections.abc import Awaitable
 from typing import Any
 
-from telegram import Bot, LinkPreviewOptions
+from telegram import Bot, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram.constants import ParseMode
 from telegram.error import (
     BadRequest,
@@ -24,19 +33,35 @@ from telegram.error import (
 from telegram.ext import ExtBot
 
 from topicpulse.bot.ratelimit import Priority, retry_seconds
-from topicpulse.delivery import ChatGone, ChatMoved, FloodWait, MessageRejected, TemporaryFailure
+from topicpulse.delivery import (
+    ChatGone,
+    ChatMoved,
+    FloodWait,
+    MediaForbidden,
+    MessageRejected,
+    PermanentFailure,
+    TemporaryFailure,
+)
 
-_GONE = (
+_GONE = (  # the bot can send this chat nothing
     "chat not found",
     "user is deactivated",
     "bot was kicked",
     "bot was blocked",
-    "have no rights to send",
-    "not enough rights",
+    "have no rights to send a message",
+    "not enough rights to send text messages",
     "chat_write_forbidden",
+    "chat_restricted",
+    "chat_admin_required",
+    "need administrator rights",
     "peer_id_invalid",
+    "channel_private",
     "group chat was deactivated",
 )
+# Text may go, but not this kind of media: "not enough rights to send photos to the chat",
+# CHAT_SEND_PHOTOS_FORBIDDEN, CHAT_SEND_MEDIA_FORBIDDEN, …
+_MEDIA = re.compile(r"not enough rights to send (?!text)|chat_send_\w*_forbidden")
+_CONTENT = ("can't parse", "too long", "too_long")  # the text itself: worth sending as plain text
 # Anything shaped like a bot token ("<digits>:<secret>"): error texts end up in logs and in the
 # outbox's last_error, and must never carry the token.
 _TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]{10,}")
@@ -54,13 +79,28 @@ class TelegramSender:
         limited = isinstance(bot, ExtBot) and bot.rate_limiter is not None
         self._extra: dict[str, Any] = {"rate_limit_args": Priority.BULK} if limited else {}
 
-    async def send_text(self, chat_id: int, html: str, *, preview: bool = False) -> None:
+    async def send_text(
+        self,
+        chat_id: int,
+        html: str,
+        *,
+        preview: bool = False,
+        buttons: list[tuple[str, str]] | None = None,
+    ) -> None:
+        """HTML text; ``buttons`` (label, callback data) become an inline keyboard, one button
+        a row."""
+        keyboard = (
+            InlineKeyboardMarkup([[InlineKeyboardButton(t, callback_data=d)] for t, d in buttons])
+            if buttons
+            else None
+        )
         await self._call(
             self.bot.send_message(
                 chat_id,
                 html,
                 parse_mode=ParseMode.HTML,
                 link_preview_options=LinkPreviewOptions(is_disabled=not preview),
+                reply_markup=keyboard,
                 **self._extra,
             )
         )
@@ -94,8 +134,13 @@ class TelegramSender:
         except Forbidden as exc:
             raise ChatGone(exc.message) from exc
         except BadRequest as exc:
-            if any(marker in exc.message.lower() for marker in _GONE):
+            text = exc.message.lower()
+            if any(marker in text for marker in _GONE):
                 raise ChatGone(exc.message) from exc
-            raise MessageRejected(exc.message) from exc
+            if _MEDIA.search(text):
+                raise MediaForbidden(exc.message) from exc
+            if any(marker in text for marker in _CONTENT):
+                raise MessageRejected(exc.message) from exc
+            raise PermanentFailure(exc.message) from exc
         except (NetworkError, TelegramError) as exc:  # timeouts, resets, 5xx
             raise TemporaryFailure(describe(exc)) from exc

@@ -16,6 +16,7 @@ from topicpulse.bot import callbacks
 from topicpulse.formatting import esc, shorten
 from topicpulse.models import Chat, Topic, parse_iso
 from topicpulse.momentum import Momentum
+from topicpulse.wording import plural
 
 TOPICS_PER_PAGE = 8
 Keyboard = list[list[tuple[str, str]]]  # rows of (label, callback data)
@@ -77,9 +78,8 @@ def followed_list(chat: Chat, rows: Sequence[tuple[Topic, Momentum]]) -> tuple[l
             "This chat follows no topics yet. Try /topics or "
             "<code>/follow RL for Language Models</code>."
         ], []
-    count = len(rows)
     lines = [
-        f"<b>Following {count} topic{'s' * (count != 1)}</b> · "
+        f"<b>Following {plural(len(rows), 'topic')}</b> · "
         f"{esc(chats.describe_schedule(chat))}{' · ⏸ paused' if chat.paused else ''}"
     ]
     lines += [formatting.momentum_line(m) for _, m in rows]

@@ -49,13 +49,57 @@ class OutboxQueries(Database):
         )
         return [rows.chat(r) for r in found]
 
-    async def pending_for_chat(self, chat_id: int, limit: int = 500) -> list[OutboxItem]:
+    async def pending_for_chat(
+        self, chat_id: int, limit: int = 500, *, kind: str | None = None
+    ) -> list[OutboxItem]:
+        """The chat's pending rows (of ``kind`` if given), oldest first."""
+        kind_clause = " AND kind = ?" if kind else ""
         found = await self._rows(
             f"SELECT {rows.OUTBOX_COLUMNS} FROM outbox"
-            " WHERE chat_id = ? AND state = 'pending' ORDER BY id LIMIT ?",
-            (chat_id, limit),
+            f" WHERE chat_id = ? AND state = 'pending'{kind_clause} ORDER BY id LIMIT ?",
+            (chat_id, *([kind] if kind else []), limit),
         )
         return [rows.outbox_item(r) for r in found]
+
+    # ------------------------------------------------------------------ a backlog in one
+    async def pending_paper_rows(self, chat_id: int) -> list[int]:
+        """Ids of all the chat's pending paper rows, oldest first (a catch-up settles them)."""
+        found = await self._rows(
+            "SELECT id FROM outbox WHERE chat_id = ? AND state = 'pending' AND kind = 'paper'"
+            " ORDER BY id",
+            (chat_id,),
+        )
+        return [r["id"] for r in found]
+
+    async def backlog_topic_counts(self, chat_id: int, *, through: int) -> list[tuple[Topic, int]]:
+        """For each topic the chat follows, how many of its pending papers (rows up to id
+        ``through``) the topic matches; most first. A paper counts under every such topic."""
+        found = await self._rows(
+            f"SELECT {rows.CHAT_TOPIC_COLUMNS}, count(*) AS papers FROM outbox o"
+            " JOIN topic_papers tp ON tp.paper_id = o.paper_id"
+            " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = o.chat_id"
+            " JOIN topics t ON t.id = tp.topic_id"
+            " WHERE o.chat_id = ? AND o.state = 'pending' AND o.kind = 'paper' AND o.id <= ?"
+            " GROUP BY t.id ORDER BY papers DESC, min(s.created_at), t.id",
+            (chat_id, through),
+        )
+        return [(rows.topic(r), r["papers"]) for r in found]
+
+    async def backlog_best_papers(self, chat_id: int, *, through: int, limit: int) -> list[int]:
+        """Paper ids of the chat's pending papers (rows up to id ``through``) that match the
+        most of the chat's topics, newest first among equals."""
+        found = await self._rows(
+            "SELECT o.paper_id, count(s.topic_id) AS hits FROM outbox o"
+            " JOIN papers p ON p.id = o.paper_id"
+            " LEFT JOIN topic_papers tp ON tp.paper_id = o.paper_id"
+            " LEFT JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = o.chat_id"
+            " WHERE o.chat_id = ? AND o.state = 'pending' AND o.kind = 'paper' AND o.id <= ?"
+            " GROUP BY o.paper_id ORDER BY hits DESC, p.published DESC, o.paper_id DESC LIMIT ?",
+            (chat_id, through, limit),
+        )
+        return [r["paper_id"] for r in found]
+
+    # ------------------------------------------------------------------ outcomes
 
     async def mark_sent(self, outbox_ids: Sequence[int]) -> None:
         now = self._now()
@@ -66,12 +110,39 @@ class OutboxQueries(Database):
                 [(now, i) for i in outbox_ids],
             )
 
-    async def mark_failed_attempt(self, outbox_ids: Sequence[int], error: str) -> None:
+    async def mark_failed_attempt(
+        self, outbox_ids: Sequence[int], error: str, *, at: str | None = None
+    ) -> str | None:
+        """Count a temporary failure of these rows (at ``at``, default now). Returns when the
+        first of them started failing (None if they are no longer pending)."""
+        at = at or self._now()
+        first: list[str] = []
         async with self._write() as conn:
             await conn.executemany(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
-                [(error[:500], i) for i in outbox_ids],
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?,"
+                " first_failed_at = coalesce(first_failed_at, ?) WHERE id = ?",
+                [(error[:500], at, i) for i in outbox_ids],
             )
+            for start in range(0, len(outbox_ids), rows.CHUNK):
+                chunk = list(outbox_ids[start : start + rows.CHUNK])
+                async with conn.execute(
+                    "SELECT min(first_failed_at) AS since FROM outbox"
+                    f" WHERE state = 'pending' AND id IN ({rows.marks(chunk)})",
+                    chunk,
+                ) as cur:
+                    row = await cur.fetchone()
+                if row is not None and row["since"]:
+                    first.append(row["since"])
+        return min(first, default=None)
+
+    async def forget_failures(self) -> int:
+        """A general outage is over: no pending row counts its failures against it any more."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "UPDATE outbox SET first_failed_at = NULL"
+                " WHERE state = 'pending' AND first_failed_at IS NOT NULL"
+            )
+            return max(cur.rowcount, 0)
 
     async def drop_outbox(self, outbox_ids: Sequence[int], reason: str) -> None:
         async with self._write() as conn:
@@ -88,8 +159,7 @@ class OutboxQueries(Database):
         for start in range(0, len(paper_ids), rows.CHUNK):
             chunk = list(paper_ids[start : start + rows.CHUNK])
             for row in await self._rows(
-                f"SELECT tp.paper_id, {rows.prefixed(rows.TOPIC_COLUMNS, 't')}"
-                " FROM topic_papers tp"
+                f"SELECT tp.paper_id, {rows.CHAT_TOPIC_COLUMNS} FROM topic_papers tp"
                 " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = ?"
                 f" JOIN topics t ON t.id = tp.topic_id WHERE tp.paper_id IN ({rows.marks(chunk)})"
                 " ORDER BY s.created_at",

@@ -1,0 +1,79 @@
+"""Delivery: turns the durable outbox into messages and hands them to a ``Sender``.
+
+An outbox row is marked sent only after the sender returned (Telegram accepted the message), so
+a crash or restart re-sends at most the messages that were in flight. What can go wrong on the
+way is expressed by the exceptions of ``protocol``; the Telegram adapter (``bot.sender``) maps
+the Bot API's errors onto them, which keeps this package free of Telegram objects.
+
+How fast it goes is not decided here: the sender's rate limiter (``bot.ratelimit``) paces every
+send to Telegram's limits. The engine's job is to keep that limiter busy — a pool of workers
+pulls chats from the outbox (``engine``), each sending one chat's messages in order, enough of
+them to hide the API's latency — and to react to what goes wrong one chat at a time
+(``sending``):
+
+* a 429 defers only that chat for ``retry_after`` (the workers move on to other chats);
+* a chat the bot can send nothing to (403, chat not found, no right to send messages) is
+  deactivated: its pending rows are dropped, its subscriptions kept; the bot's membership
+  coming back (``bot.membership``) or a command from the chat reactivates it;
+* a chat that takes text but not photos gets its spike alerts as text, without the chart;
+* a message whose HTML Telegram refuses (or too long — which formatting makes impossible) is
+  logged with its outbox ids and re-sent as plain text; any other 400 drops the message
+  (logged), and the chat goes on with the next one;
+* network errors and 5xx defer the chat with exponential backoff; a message that has failed
+  so for ``GIVE_UP_AFTER`` (a day) while Telegram answers the others is dropped (logged).
+  Several chats failing in a row (Telegram unreachable) pause all delivery, with growing
+  pauses, until a send succeeds again; nothing is dropped meanwhile, and the outage counts
+  against no message: the outbox keeps growing durably and drains afterwards.
+
+Spike alerts go first, in every mode, never behind a backlog of papers. Backpressure: a chat
+whose backlog of papers would take more than ``fold_after`` alert messages gets one short
+catch-up instead (``messages.catch_up_message``), which settles the whole backlog.
+"""
+
+from __future__ import annotations
+
+from topicpulse.delivery.engine import BATCH, DEFAULT_CONCURRENCY, FOLD_AFTER, Delivery
+from topicpulse.delivery.messages import (
+    CATCH_UP_BEST,
+    Outgoing,
+    catch_up_message,
+    paper_messages,
+    plain_text,
+    spike_message,
+)
+from topicpulse.delivery.protocol import (
+    ChatGone,
+    ChatMoved,
+    DeliveryError,
+    FloodWait,
+    MediaForbidden,
+    MessageRejected,
+    PermanentFailure,
+    Sender,
+    TemporaryFailure,
+)
+from topicpulse.delivery.sending import GIVE_UP_AFTER, DeliveryStats
+
+__all__ = [
+    "BATCH",
+    "CATCH_UP_BEST",
+    "DEFAULT_CONCURRENCY",
+    "FOLD_AFTER",
+    "GIVE_UP_AFTER",
+    "ChatGone",
+    "ChatMoved",
+    "Delivery",
+    "DeliveryError",
+    "DeliveryStats",
+    "FloodWait",
+    "MediaForbidden",
+    "MessageRejected",
+    "Outgoing",
+    "PermanentFailure",
+    "Sender",
+    "TemporaryFailure",
+    "catch_up_message",
+    "paper_messages",
+    "plain_text",
+    "spike_message",
+]

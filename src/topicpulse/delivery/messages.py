@@ -1,0 +1,113 @@
+"""The messages the engine sends, built from outbox rows: instant alerts, digests, a catch-up
+for a backlog too big to send paper by paper, spike alerts. Each ``Outgoing`` knows the rows
+it settles."""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from topicpulse import formatting, momentum
+from topicpulse.charts import render_chart
+from topicpulse.models import OutboxItem
+from topicpulse.store import Store
+
+CATCH_UP_BEST = 5  # papers a catch-up shows
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One message to send and the outbox rows it settles."""
+
+    chat_id: int
+    outbox_ids: list[int]
+    html: str = ""
+    photo: bytes | None = None
+    preview: bool = False
+    folded: bool = False  # a backlog folded into one catch-up (backpressure)
+    buttons: list[tuple[str, str]] | None = None  # inline buttons: (label, callback data)
+
+
+_TAG = re.compile(r"<[^>]+>")
+_LINK = re.compile(r"<a\s[^>]*?href=\"([^\"]*)\"[^>]*>(.*?)</a>", re.DOTALL)
+
+
+def _link(match: re.Match[str]) -> str:
+    return f"{match.group(2)} ({match.group(1)})" if match.group(1) else match.group(2)
+
+
+def plain_text(html_text: str) -> str:
+    """Fallback for a message Telegram rejected: links written out, other tags dropped,
+    entities decoded, cut to fit."""
+    text = html.unescape(_TAG.sub("", _LINK.sub(_link, html_text))).strip()
+    if formatting.tg_len(text) <= formatting.MAX_MESSAGE:
+        return text
+    units = text.encode("utf-16-le")[: 2 * (formatting.MAX_MESSAGE - 1)]
+    return units.decode("utf-16-le", "ignore").rstrip() + "…"
+
+
+async def paper_messages(
+    store: Store,
+    chat_id: int,
+    items: Sequence[OutboxItem],
+    *,
+    digest_period: str | None = None,
+    fold_after: int | None = None,
+) -> list[Outgoing]:
+    """Messages for a chat's pending paper rows: instant alerts, or a digest when
+    ``digest_period`` is given. When the alerts would take more than ``fold_after`` messages
+    (backpressure), one catch-up instead, which settles every pending paper row of the chat,
+    not only ``items``."""
+    by_paper = {i.paper_id: i.id for i in items if i.kind == "paper" and i.paper_id is not None}
+    if not by_paper:
+        return []
+    papers = await store.papers_by_ids(list(by_paper))
+    tags = await store.chat_topics_for_papers(chat_id, [p.id for p in papers])
+    alerts = [formatting.Alert(p, tags.get(p.id, [])) for p in papers]
+    if digest_period:
+        packed = formatting.pack_digest(alerts, period=digest_period)
+    else:
+        packed = formatting.pack_alerts(alerts)
+        if fold_after is not None and len(packed) > fold_after:
+            catch_up = await catch_up_message(store, chat_id)
+            return [catch_up] if catch_up else []
+    return [
+        Outgoing(chat_id, [by_paper[pid] for pid in paper_ids], text, preview=len(paper_ids) == 1)
+        for text, paper_ids in packed
+    ]
+
+
+async def catch_up_message(store: Store, chat_id: int) -> Outgoing | None:
+    """One message for the chat's whole backlog of papers, however long: counts per topic, the
+    best few papers, and ``/latest`` and a button per topic for the rest.
+
+    The best are the papers that match the most of the chat's topics — the ones most squarely
+    on what the chat follows —, newest first among equals (the news a catch-up stands for).
+    The backlog is read up to its newest row once, so the counts, the papers shown and the rows
+    settled are the same set even while a round queues more (those go out afterwards)."""
+    row_ids = await store.pending_paper_rows(chat_id)
+    if not row_ids:
+        return None
+    through = row_ids[-1]
+    counts = await store.backlog_topic_counts(chat_id, through=through)
+    best_ids = await store.backlog_best_papers(chat_id, through=through, limit=CATCH_UP_BEST)
+    found = {p.id: p for p in await store.papers_by_ids(best_ids)}
+    tags = await store.chat_topics_for_papers(chat_id, best_ids)
+    best = [formatting.Alert(found[pid], tags.get(pid, [])) for pid in best_ids if pid in found]
+    text, buttons = formatting.catch_up(total=len(row_ids), counts=counts, best=best)
+    return Outgoing(chat_id, row_ids, text, folded=True, buttons=buttons or None)
+
+
+async def spike_message(store: Store, chat_id: int, item: OutboxItem) -> Outgoing | None:
+    """The spike alert: the caption and the topic's 12-week chart (None if the episode or its
+    topic no longer exists)."""
+    episode = await store.episode(item.episode_id or 0)
+    topic = await store.topic(episode.topic_id) if episode else None
+    if episode is None or topic is None:
+        return None
+    m = await momentum.compute(store, topic=topic)
+    png = await asyncio.to_thread(render_chart, m)
+    return Outgoing(chat_id, [item.id], formatting.spike_caption(m, episode.reason), photo=png)

@@ -1,0 +1,78 @@
+"""What the engine asks of a sender, and what a sender may answer.
+
+The Telegram adapter (``bot.sender``) maps the Bot API's errors onto these exceptions, which
+keeps the engine free of Telegram objects. Each says what retrying would do:
+
+* ``ChatGone``: the bot can send this chat nothing (blocked, kicked, no right to write, no such
+  chat) — deactivate it until it comes back;
+* ``MediaForbidden``: the chat takes text but not photos — send the text alone;
+* ``MessageRejected``: this message's HTML or length — send it again as plain text;
+* ``PermanentFailure``: anything else Telegram refuses for good — drop the message;
+* ``FloodWait``, ``TemporaryFailure``: try again later; ``ChatMoved``: at the chat's new id.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class DeliveryError(Exception):
+    """Base of what a sender can report."""
+
+
+class ChatGone(DeliveryError):
+    """The bot can send this chat nothing: it blocked the bot, removed or muted it, was
+    deleted, or does not exist. Stop sending to it (until it comes back)."""
+
+
+class ChatMoved(DeliveryError):
+    """The group became a supergroup with a new id."""
+
+    def __init__(self, new_chat_id: int) -> None:
+        super().__init__(f"chat moved to {new_chat_id}")
+        self.new_chat_id = new_chat_id
+
+
+class FloodWait(DeliveryError):
+    """Telegram asked us to wait ``seconds`` before sending to this chat again (HTTP 429)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"flood wait {seconds}s")
+        self.seconds = seconds
+
+
+class MediaForbidden(DeliveryError):
+    """The chat lets the bot send text but not photos (a group's restricted permissions)."""
+
+
+class PermanentFailure(DeliveryError):
+    """Telegram refused this message for good (a 400 that is not about the chat's rights):
+    retrying won't help."""
+
+
+class MessageRejected(PermanentFailure):
+    """Telegram refused this message's content (bad HTML, too long — which formatting makes
+    impossible): the same text as plain text may still go."""
+
+
+class TemporaryFailure(DeliveryError):
+    """Network error or 5xx: try again later."""
+
+
+class Sender(Protocol):
+    """Sends one message; raises one of the errors above when it cannot. ``buttons`` are
+    inline buttons, one per row: (label, callback data); the engine passes them only to the
+    messages that have some."""
+
+    async def send_text(
+        self,
+        chat_id: int,
+        html: str,
+        *,
+        preview: bool = False,
+        buttons: list[tuple[str, str]] | None = None,
+    ) -> None: ...
+
+    async def send_plain(self, chat_id: int, text: str) -> None: ...
+
+    async def send_photo(self, chat_id: int, png: bytes, caption_html: str) -> None: ...
