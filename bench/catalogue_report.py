@@ -43,7 +43,6 @@ class Label:
     arxiv_id: str
     topic: str
     label: bool
-    title: str
     reason: str
 
 
@@ -149,7 +148,7 @@ def report(entries: list[CatalogueEntry], corpus: Corpus, labels: dict[str, list
             for label in topic_labels:
                 if label.label != (label.arxiv_id in matched):
                     kind = "missed" if label.label else "wrong "
-                    lines.append(f"    {kind} {label.arxiv_id} {label.title[:70]} — {label.reason}")
+                    lines.append(f"    {kind} {label.arxiv_id} — {label.reason}")
     return "\n".join(lines)
 
 
