@@ -1,0 +1,178 @@
+"""Precision and recall of catalogue topics on the labelled evaluation set, with intervals.
+
+Each evaluated topic's labels (``evaluation/labels/<slug>.jsonl``) are a stratified random
+sample of the real listings (see ``evaluation/sample.py``): papers the topic's query matched when
+the sample was drawn (``match``) and papers that use the topic's vocabulary but were not matched
+(``near_miss``). Every labelled paper stands for ``N_stratum / n_stratum`` papers of its stratum
+(the stratified estimator), so
+
+    precision = TP / (TP + FP),  recall = TP / (TP + FN)
+
+with TP, FP, FN summed over labelled papers with those weights, for whatever decides a match
+(today's catalogue query, or any candidate rule). Papers outside both strata are taken as not
+relevant: recall is over the papers that use the topic's vocabulary. The 95% intervals are
+percentile bootstraps (papers resampled within each stratum). Figures are reported on the
+``test`` split (held out) and the ``tune`` split (what rules may be tuned on) separately.
+
+    .venv/bin/python evaluation/report.py [--split test|tune|all] [--errors] [--markdown]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import sys
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from topicpulse import query as ql  # noqa: E402
+from topicpulse.ingest import import_files  # noqa: E402
+from topicpulse.store import Store  # noqa: E402
+from topicpulse.topics import load_catalogue  # noqa: E402
+
+SHARED = Path(os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"))
+LISTINGS = SHARED / "arxiv-listings" / "papers.jsonl"
+LABELS = ROOT / "evaluation" / "labels"
+STRATA = ROOT / "evaluation" / "strata.json"
+BOOTSTRAP = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class Label:
+    arxiv_id: str
+    topic: str
+    label: bool
+    stratum: str  # "match" or "near_miss"
+    split: str  # "tune" or "test"
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    precision: float
+    recall: float
+    precision_ci: tuple[float, float]
+    recall_ci: tuple[float, float]
+    labels: int
+    positives: int
+
+
+def read_labels(folder: Path = LABELS) -> dict[str, list[Label]]:
+    found: dict[str, list[Label]] = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+        found[path.stem] = [Label(**row) for row in rows]
+    return found
+
+
+def _point(
+    labels: Iterable[Label], predicted: Callable[[str], bool], sizes: dict[str, int]
+) -> tuple[float, float]:
+    chosen = list(labels)
+    per_stratum = {s: sum(1 for lb in chosen if lb.stratum == s) for s in sizes}
+    tp = fp = fn = 0.0
+    for lb in chosen:
+        weight = sizes[lb.stratum] / per_stratum[lb.stratum]
+        hit = predicted(lb.arxiv_id)
+        if hit and lb.label:
+            tp += weight
+        elif hit:
+            fp += weight
+        elif lb.label:
+            fn += weight
+    precision = tp / (tp + fp) if tp + fp else 1.0
+    recall = tp / (tp + fn) if tp + fn else 1.0
+    return precision, recall
+
+
+def estimate(
+    labels: list[Label], predicted: Callable[[str], bool], sizes: dict[str, int], seed: int = 7
+) -> Estimate:
+    """Stratified precision and recall of ``predicted`` on ``labels``, with bootstrap CIs."""
+    precision, recall = _point(labels, predicted, sizes)
+    by_stratum = {s: [lb for lb in labels if lb.stratum == s] for s in sizes}
+    rng = random.Random(seed)
+    ps, rs = [], []
+    for _ in range(BOOTSTRAP):
+        resample = [
+            rng.choice(group) for group in by_stratum.values() if group for _ in range(len(group))
+        ]
+        p, r = _point(resample, predicted, sizes)
+        ps.append(p)
+        rs.append(r)
+    ps.sort()
+    rs.sort()
+    lo, hi = int(0.025 * BOOTSTRAP), int(0.975 * BOOTSTRAP) - 1
+    return Estimate(
+        precision,
+        recall,
+        (ps[lo], ps[hi]),
+        (rs[lo], rs[hi]),
+        len(labels),
+        sum(lb.label for lb in labels),
+    )
+
+
+async def query_matches(slugs: Iterable[str]) -> dict[str, set[str]]:
+    """What each topic's catalogue query (as it is now) matches in the real listings."""
+    catalogue = {e.slug: e for e in load_catalogue()}
+    found: dict[str, set[str]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        async with await Store.open(Path(tmp) / "report.db") as store:
+            await import_files(store, [LISTINGS])
+            for slug in slugs:
+                fts = ql.to_fts(ql.parse(catalogue[slug].query, max_length=None))
+                found[slug] = {p.arxiv_id for p in await store.matching_papers(fts=fts)}
+    return found
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2f}"
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--split", choices=("test", "tune", "all"), default="test")
+    parser.add_argument("--errors", action="store_true", help="list the papers the rule gets wrong")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    if not LISTINGS.exists():
+        print(f"real listings not found at {LISTINGS}: set TOPICPULSE_SHARED", file=sys.stderr)
+        return 1
+    labels = read_labels()
+    sizes = json.loads(STRATA.read_text("utf-8"))
+    matches = await query_matches(labels)
+    header = "| topic | labels (+) | precision [95% CI] | recall [95% CI] |"
+    print(f"split: {args.split} · rule: the catalogue query as it is now")
+    print(header if args.markdown else "")
+    if args.markdown:
+        print("|---|---|---|---|")
+    for slug, rows in labels.items():
+        chosen = [lb for lb in rows if args.split == "all" or lb.split == args.split]
+        strata = {"match": sizes[slug]["matches"], "near_miss": sizes[slug]["near_misses"]}
+        e = estimate(chosen, matches[slug].__contains__, strata)
+        p = f"{_pct(e.precision)} [{_pct(e.precision_ci[0])}–{_pct(e.precision_ci[1])}]"
+        r = f"{_pct(e.recall)} [{_pct(e.recall_ci[0])}–{_pct(e.recall_ci[1])}]"
+        if args.markdown:
+            print(f"| {slug} | {e.labels} ({e.positives}) | {p} | {r} |")
+        else:
+            print(f"{slug:34} {e.labels:4} ({e.positives:3})  P {p:20}  R {r}")
+        if args.errors:
+            for lb in chosen:
+                hit = lb.arxiv_id in matches[slug]
+                if hit != lb.label:
+                    kind = "FP" if hit else "FN"
+                    print(f"    {kind} {lb.arxiv_id} [{lb.stratum}] {lb.reason}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
