@@ -8,10 +8,10 @@ it are skipped when ../shared is absent; generated papers (``topicpulse.syntheti
 the same way still check that every query runs on a real index and matches a sane share.
 
 ``tests/fixtures/labels.jsonl`` holds hand labels (read from title and abstract): one line per
-(arxiv_id, topic, label, reason; no copied titles). They deliberately include hard cases — papers a query
-misses, and papers that only mention its words in passing — so precision and recall below are
-measured on a harder mix than a random sample of matches. The thresholds sit a little under
-the measured values to catch regressions when a query is edited.
+(arxiv_id, topic, label, reason; no copied titles). They deliberately include hard cases —
+papers a query misses, and papers that only mention its words in passing — so precision and
+recall below are measured on a harder mix than a random sample of matches. The thresholds sit a
+little under the measured values to catch regressions when a query is edited.
 ``bench/catalogue_report.py --errors`` shows every topic's numbers and misclassified labels.
 """
 

@@ -97,10 +97,12 @@ async def follow(
         (s.topic for s in await store.subscriptions(chat_id) if s.topic.id == topic.id), topic
     )
     now = now or utcnow()
-    recent = await store.matching_papers(
-        topic_id=topic.id, since=iso(now - momentum.WINDOW), until=iso(now)
+    window = [iso(now - momentum.WINDOW), iso(now)]
+    (count,) = await store.count_windows(window, topic_id=topic.id)
+    latest = await store.matching_papers(
+        topic_id=topic.id, since=window[0], until=window[1], limit=3
     )
-    return FollowResult(topic, added, len(recent), recent[:3])
+    return FollowResult(topic, added, count, latest)
 
 
 def _same_query(topics: list[Topic], text: str) -> Topic | None:

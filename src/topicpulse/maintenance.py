@@ -42,18 +42,19 @@ class Pruned:
         return (
             f"maintenance: removed {self.outbox_rows} settled outbox rows, {self.topics}"
             f" unfollowed custom topics ({self.matches} matches), {self.runs} ingestion runs;"
-            f" database {self.bytes_before / 1e6:.1f} MB → {self.bytes_after / 1e6:.1f} MB"
+            f" data {self.bytes_before / 1e6:.1f} MB → {self.bytes_after / 1e6:.1f} MB (freed pages"
+            " are reused)"
         )
 
 
 async def run_maintenance(store: Store, *, now: datetime | None = None) -> Pruned:
     """Prune the store as of ``now`` and log what was removed."""
     now = now or utcnow()
-    before = await store.database_bytes()
+    before = await store.used_bytes()
     outbox_rows = await store.prune_outbox(iso(now - OUTBOX_HORIZON))
     topics, matches = await store.prune_unfollowed_topics(iso(now - UNFOLLOWED_GRACE))
     runs = await store.prune_runs(iso(now - RUNS_HORIZON))
     await store.checkpoint()
-    pruned = Pruned(outbox_rows, topics, matches, runs, before, await store.database_bytes())
+    pruned = Pruned(outbox_rows, topics, matches, runs, before, await store.used_bytes())
     log.info(pruned.summary())
     return pruned

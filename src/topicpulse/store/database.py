@@ -228,6 +228,15 @@ class Database:
             )
         )
 
+    async def used_bytes(self) -> int:
+        """Bytes in pages that hold data (freed pages are reused, never returned to the disk)."""
+        return int(
+            await self._value(
+                "SELECT (page_count - freelist_count) * page_size"
+                " FROM pragma_page_count(), pragma_freelist_count(), pragma_page_size()"
+            )
+        )
+
     async def checkpoint(self) -> None:
         """Fold the write-ahead log back into the database file and let SQLite refresh its
         query-planner statistics (part of the daily maintenance)."""

@@ -13,6 +13,11 @@ from topicpulse.models import Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
 
+_ACTIVE_FOLLOWER = (
+    "SELECT 1 FROM subscriptions s JOIN chats c ON c.chat_id = s.chat_id"
+    " WHERE s.topic_id = t.id AND c.active = 1"
+)
+
 
 class TopicQueries(Database):
     """Topic rows and matches (part of ``Store``)."""
@@ -113,19 +118,20 @@ class TopicQueries(Database):
         return rows.topic(row) if row else None
 
     async def followed_topics(self) -> list[Topic]:
-        """Topics at least one chat follows (spike detection runs on these)."""
+        """Topics at least one active chat follows (spike detection runs on these)."""
         found = await self._rows(
-            f"SELECT {rows.TOPIC_COLUMNS} FROM topics t WHERE EXISTS (SELECT 1"
-            " FROM subscriptions s WHERE s.topic_id = t.id) ORDER BY id"
+            f"SELECT {rows.TOPIC_COLUMNS} FROM topics t WHERE EXISTS ({_ACTIVE_FOLLOWER})"
+            " ORDER BY id"
         )
         return [rows.topic(r) for r in found]
 
     async def live_topics(self) -> list[Topic]:
-        """Topics matched every round: the active catalogue and custom topics with followers."""
+        """Topics matched every round: the active catalogue, and custom topics that an active
+        chat follows (a chat that blocked the bot keeps its subscriptions, but its topics stop
+        growing until it comes back; matching then catches up)."""
         found = await self._rows(
             f"SELECT {rows.TOPIC_COLUMNS} FROM topics t WHERE (kind = 'catalogue' AND active = 1)"
-            " OR (kind = 'custom' AND EXISTS (SELECT 1 FROM subscriptions s"
-            " WHERE s.topic_id = t.id)) ORDER BY id"
+            f" OR (kind = 'custom' AND EXISTS ({_ACTIVE_FOLLOWER})) ORDER BY id"
         )
         return [rows.topic(r) for r in found]
 
