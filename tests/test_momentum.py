@@ -41,6 +41,7 @@ from topicpulse.momentum import (
     week_starts,
 )
 from topicpulse.store import Store
+from topicpulse.synthetic import generate_papers
 from topicpulse.topics import CatalogueEntry, custom_topic, sync_catalogue
 
 CATALOGUE = [
@@ -589,3 +590,17 @@ async def test_detect_spikes_handles_each_topic_on_its_own(store: Store) -> None
     assert len(opened) == 1
     assert (await store.episode(opened[0])).reason.startswith("last week 6 papers")  # type: ignore[union-attr]
     assert await store.open_episode(calm.id) is None
+
+
+async def test_momentum_of_many_topics_at_once_equals_one_by_one(store: Store) -> None:
+    """compute_many (spikes, /list, /trending) gives exactly what compute gives per topic."""
+    await sync_catalogue(store, CATALOGUE)
+    papers = generate_papers(count=600, start=date(2026, 2, 2), days=84, seed=11)
+    await store.upsert_papers(papers)
+    await match_new_papers(store)
+    topics = await store.topics(kind="catalogue")
+    for as_of in (as_of_day(date(2026, 4, 26)), datetime(2026, 3, 18, 13, 30, tzinfo=UTC)):
+        many = await momentum.compute_many(store, topics, as_of=as_of)
+        one = [await compute(store, topic=t, as_of=as_of) for t in topics]
+        assert many == one
+        assert any(m.last_4w for m in many)

@@ -321,3 +321,32 @@ async def test_ensure_chat_writes_only_when_new_or_changed(store: Store) -> None
         assert len(statements) > writes
     finally:
         await store._conn.set_trace_callback(None)
+
+
+async def test_a_users_read_goes_ahead_of_background_reads(store: Store) -> None:
+    """With every shared reader busy (a delivery pass, a spike check), a read made while
+    serving a user still runs at once, on the reader kept for users."""
+    from topicpulse.store import interactive
+
+    await store.upsert_papers([make_paper("2605.00001", "2026-05-01T00:00:00Z")])
+    held, release = asyncio.Event(), asyncio.Event()
+    holding = 0
+
+    async def hold_a_reader() -> None:
+        nonlocal holding
+        async with store._read():
+            holding += 1
+            if holding == 2:
+                held.set()
+            await release.wait()
+
+    holders = [asyncio.create_task(hold_a_reader()) for _ in range(2)]
+    await held.wait()
+    background = asyncio.create_task(store.count_papers())
+    await asyncio.sleep(0)
+    with interactive():
+        assert await asyncio.wait_for(store.count_papers(), timeout=30) == 1
+    assert not background.done()  # still waiting for a shared reader
+    release.set()
+    await asyncio.gather(*holders)
+    assert await background == 1

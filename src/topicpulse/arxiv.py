@@ -26,7 +26,7 @@ from datetime import UTC, date, datetime
 
 import httpx
 
-from topicpulse import __version__
+from topicpulse import __version__, offload
 from topicpulse.models import Paper, iso
 
 log = logging.getLogger(__name__)
@@ -285,7 +285,7 @@ class ArxivClient:
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if response.status_code == 200:
-                    return await asyncio.to_thread(parse_feed, response.content)
+                    return await offload.run(parse_feed, response.content)
                 problem = f"HTTP {response.status_code}"
                 if response.status_code < 500 and response.status_code != 429:
                     # arXiv explains a rejected query in an error feed; keep its words.

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from topicpulse import offload
 from topicpulse import query as ql
 from topicpulse.models import StoredPaper, Topic, iso, utcnow
 from topicpulse.store import Store
@@ -137,9 +138,13 @@ async def match_new_papers(
     batch_papers: int = BATCH_PAPERS,
     clock: Callable[[], datetime] = utcnow,
     alerts: bool = True,
+    in_process: bool = False,
 ) -> MatchRound:
     """Match every live topic against the papers it has not seen yet; queue the alerts (for
-    papers first published within ``ALERT_MAX_AGE`` of ``clock()``, unless ``alerts`` is off)."""
+    papers first published within ``ALERT_MAX_AGE`` of ``clock()``, unless ``alerts`` is off).
+
+    The matching itself runs in a worker thread, or with ``in_process`` in the worker process
+    (``offload``): the bot does that, so its event loop never competes with it for the GIL."""
     started = time.monotonic()
     result = MatchRound()
     topics = await store.live_topics()
@@ -154,7 +159,10 @@ async def match_new_papers(
             break
         batch_through = papers[-1].id
         pending = [t for t in topics if t.matched_through < batch_through]
-        matches = await asyncio.to_thread(match_batch, papers, pending)
+        if in_process:
+            matches = await offload.run(match_batch, papers, pending)
+        else:
+            matches = await asyncio.to_thread(match_batch, papers, pending)
         result.alerts_queued += await store.record_matches(
             matches,
             batch_after=after,

@@ -84,7 +84,7 @@ class Pipeline:
     async def after_ingest(self) -> None:
         """Match what the rounds stored, detect spikes, and wake the delivery worker."""
         async with self.engine_lock:
-            await match_new_papers(self.store, clock=self.clock)
+            await match_new_papers(self.store, clock=self.clock, in_process=True)
             opened = await momentum.detect_spikes(
                 self.store,
                 await self.store.followed_topics(),
@@ -132,6 +132,8 @@ class Pipeline:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             self.wake.clear()
+            async with self.engine_lock:  # not while a round matches: it wakes us when done
+                pass
             try:
                 await self.delivery.run_once()
             except Exception:

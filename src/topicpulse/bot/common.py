@@ -32,7 +32,7 @@ from topicpulse.chats import UserError, clean_text
 from topicpulse.config import Settings
 from topicpulse.formatting import esc
 from topicpulse.models import utcnow
-from topicpulse.store import Store
+from topicpulse.store import Store, interactive
 
 COMMAND_RATE = (20, 60.0)  # per user: at most 20 commands per 60 seconds
 RATE_MEMORY = 10_000  # users remembered by the rate limit before idle ones are forgotten
@@ -207,6 +207,10 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
 
     def decorate(handler: Handler) -> Handler:
         async def wrapped(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+            with interactive():  # the store serves this user's reads ahead of background work
+                await serve(update, context)
+
+        async def serve(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             tp = services(context)
             chat, user = update.effective_chat, update.effective_user
             if chat is None or user is None:

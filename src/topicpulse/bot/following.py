@@ -91,11 +91,9 @@ async def _list_view(tp: BotContext, chat_id: int) -> tuple[list[str], views.Key
     chat = await tp.store.chat(chat_id)
     assert chat is not None
     now = tp.clock()
-    rows = [
-        (s.topic, await momentum.compute(tp.store, topic=s.topic, as_of=now))
-        for s in await tp.store.subscriptions(chat_id)
-    ]
-    return views.followed_list(chat, rows)
+    topics = [s.topic for s in await tp.store.subscriptions(chat_id)]
+    moments = await momentum.compute_many(tp.store, topics, as_of=now)
+    return views.followed_list(chat, list(zip(topics, moments, strict=True)))
 
 
 @command()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 
 from telegram import Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from topicpulse import chats, formatting, momentum
+from topicpulse import chats, formatting, momentum, offload
 from topicpulse import query as ql
 from topicpulse.bot import callbacks, views
 from topicpulse.bot.common import (
@@ -45,7 +44,7 @@ async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
                 "<code>/momentum RL for Language Models</code>.",
             )
             return
-        ms = [await momentum.compute(tp.store, topic=s.topic, as_of=now) for s in subs]
+        ms = await momentum.compute_many(tp.store, [s.topic for s in subs], as_of=now)
         ms.sort(
             key=lambda m: (m.change_pct if m.change_pct is not None else -1e9, m.last_4w),
             reverse=True,
@@ -56,7 +55,7 @@ async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
     topic = await chats.any_topic(tp.store, chat_id, text)
     m = await momentum.compute(tp.store, topic=topic, as_of=now)
     await reply(update, formatting.momentum_text(m))
-    png = await asyncio.to_thread(render_chart, m)
+    png = await offload.run(render_chart, m)
     assert update.effective_message is not None
     await update.effective_message.reply_photo(
         png,

@@ -4,13 +4,12 @@ it settles."""
 
 from __future__ import annotations
 
-import asyncio
 import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from topicpulse import formatting, momentum
+from topicpulse import formatting, momentum, offload
 from topicpulse.charts import render_chart
 from topicpulse.models import OutboxItem
 from topicpulse.store import Store
@@ -109,5 +108,5 @@ async def spike_message(store: Store, chat_id: int, item: OutboxItem) -> Outgoin
     if episode is None or topic is None:
         return None
     m = await momentum.compute(store, topic=topic)
-    png = await asyncio.to_thread(render_chart, m)
+    png = await offload.run(render_chart, m)
     return Outgoing(chat_id, [item.id], formatting.spike_caption(m, episode.reason), photo=png)

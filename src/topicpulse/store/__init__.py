@@ -19,6 +19,7 @@ from topicpulse.store.counts import CountQueries
 from topicpulse.store.database import (
     Migration,
     MigrationError,
+    interactive,
     load_migrations,
     migrations_dir,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "MigrationError",
     "Store",
     "SubscriptionsFull",
+    "interactive",
     "load_migrations",
     "migrations_dir",
 ]

@@ -11,11 +11,12 @@ Each aiosqlite connection runs its statements on its own thread, off the event l
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import re
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
@@ -29,6 +30,22 @@ from topicpulse.models import iso, utcnow
 log = logging.getLogger(__name__)
 
 READERS = 3  # read-only connections: a slow read (a big momentum count) never blocks a reply
+RESERVED = 1  # … of which this many serve only interactive reads (replies to users)
+# Set while serving a user (the bot's command wrapper): such reads may also use the reserved
+# reader, so a delivery pass or a spike check holding the others never keeps a reply waiting.
+_INTERACTIVE: contextvars.ContextVar[bool] = contextvars.ContextVar("interactive", default=False)
+
+
+@contextmanager
+def interactive() -> Iterator[None]:
+    """Reads inside this block are a user's: they go ahead of background work."""
+    token = _INTERACTIVE.set(True)
+    try:
+        yield
+    finally:
+        _INTERACTIVE.reset(token)
+
+
 _MIGRATION_NAME = re.compile(r"^(\d{4})_[\w-]+\.sql$")
 
 
@@ -87,10 +104,10 @@ class Database:
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: str
     ) -> None:
         self._conn = writer  # the writer; also reads inside a write transaction
-        self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()
-        self._all_readers = list(readers)
-        for reader in readers:
-            self._readers.put_nowait(reader)
+        self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()  # anyone's
+        self._reserved: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()  # users' only
+        self._all_readers: list[aiosqlite.Connection] = []
+        self._add_readers(readers)
         self.path = path
         self._write_lock = asyncio.Lock()
         self.clock: Callable[[], datetime] = utcnow  # the time written into rows
@@ -123,9 +140,7 @@ class Database:
                 target = f"{Path(path).resolve().as_uri()}?mode=ro"
                 for _ in range(readers):
                     opened.append(await _connect(target, uri=True))
-            store._all_readers = opened
-            for reader in opened:
-                store._readers.put_nowait(reader)
+            store._add_readers(opened)
         except BaseException:
             # Not a database, or a failed migration: close, or aiosqlite's (non-daemon) worker
             # threads keep the process alive after the error is reported.
@@ -133,6 +148,12 @@ class Database:
                 await conn.close()
             raise
         return store
+
+    def _add_readers(self, readers: Sequence[aiosqlite.Connection]) -> None:
+        for n, reader in enumerate(readers):
+            reserved = n < RESERVED and len(readers) > RESERVED
+            (self._reserved if reserved else self._readers).put_nowait(reader)
+            self._all_readers.append(reader)
 
     async def close(self) -> None:
         for reader in self._all_readers:
@@ -165,11 +186,14 @@ class Database:
         if not self._all_readers:
             yield self._conn
             return
-        conn = await self._readers.get()
+        queue = self._readers
+        if _INTERACTIVE.get() and queue.empty() and not self._reserved.empty():
+            queue = self._reserved
+        conn = await queue.get()
         try:
             yield conn
         finally:
-            self._readers.put_nowait(conn)
+            queue.put_nowait(conn)
 
     async def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
         async with self._read() as conn, conn.execute(sql, args) as cur:

@@ -3,6 +3,7 @@ and the days a backfill has completed."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,9 @@ class PaperQueries(Database):
             existing = await self._existing_versions(conn, list(incoming))
             inserts: list[tuple[Any, ...]] = []
             updates: list[tuple[Any, ...]] = []
-            for arxiv_id, paper in incoming.items():
+            for n, (arxiv_id, paper) in enumerate(incoming.items(), start=1):
+                if n % 250 == 0:  # thousands of rows: let replies run between slices
+                    await asyncio.sleep(0)
                 values = rows.paper_values(paper)
                 known = existing.get(arxiv_id)
                 if known is None:
@@ -127,7 +130,12 @@ class PaperQueries(Database):
         if limit is not None:
             sql += " LIMIT ?"
             args += (limit,)
-        return [rows.stored_paper(r) for r in await self._rows(sql, args)]
+        found: list[StoredPaper] = []
+        for n, row in enumerate(await self._rows(sql, args), start=1):
+            if n % 500 == 0:  # a round's thousands of papers: let replies run between slices
+                await asyncio.sleep(0)
+            found.append(rows.stored_paper(row))
+        return found
 
     async def max_paper_id(self) -> int:
         return int(await self._value("SELECT coalesce(max(id), 0) FROM papers"))

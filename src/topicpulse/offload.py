@@ -1,0 +1,69 @@
+"""CPU-heavy work in a separate process, so the bot's event loop never waits for it.
+
+A worker *thread* is not enough for pure-Python work: parsing a 1.6 MB arXiv page or drawing a
+chart holds the GIL for tens to hundreds of milliseconds, and every reply the event loop is
+writing meanwhile waits for the GIL again at each step (measured with bench/bench_replies.py:
+24 store reads for /list took 1.3 s while pages were parsed in a thread, 10 ms with the parsing
+in another process). So that work goes to one shared worker process (started on first use with
+``spawn``: no copy of the bot's threads or connections), which keeps its imports and caches
+(the chart cache) between calls. If the worker dies, the pool is replaced and the call runs
+again once; if that fails too, the call runs in a thread as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+import threading
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_pool: ProcessPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def _executor() -> ProcessPoolExecutor:
+    global _pool
+    with _lock:
+        if _pool is None:
+            _pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn")
+            )
+        return _pool
+
+
+def _discard(broken: ProcessPoolExecutor) -> None:
+    global _pool
+    with _lock:
+        if _pool is broken:
+            _pool = None
+    broken.shutdown(wait=False, cancel_futures=True)
+
+
+async def run(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in the worker process (``fn`` and its arguments must pickle)."""
+    loop = asyncio.get_running_loop()
+    for attempt in range(2):
+        pool = _executor()
+        try:
+            return await loop.run_in_executor(pool, fn, *args)
+        except BrokenProcessPool:
+            log.warning("the worker process died; starting a new one (try %d)", attempt + 1)
+            _discard(pool)
+    return await asyncio.to_thread(fn, *args)
+
+
+def shutdown() -> None:
+    """Stop the worker process (at exit it is stopped anyway)."""
+    global _pool
+    with _lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)

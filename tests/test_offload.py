@@ -1,0 +1,25 @@
+"""CPU-heavy work runs in a separate worker process, which is replaced if it dies."""
+
+from __future__ import annotations
+
+import os
+import signal
+from datetime import date
+
+from topicpulse import offload
+from topicpulse.arxiv import parse_feed
+from topicpulse.synthetic import generate_papers, to_atom
+
+
+async def test_a_feed_is_parsed_in_another_process_and_a_dead_worker_is_replaced() -> None:
+    papers = generate_papers(count=20, start=date(2026, 5, 4), days=7, seed=3)
+    feed = to_atom(papers)
+    page = await offload.run(parse_feed, feed)
+    assert [p.arxiv_id for p in page.papers] == [p.arxiv_id for p in papers]
+    worker = await offload.run(os.getpid)
+    assert worker != os.getpid()
+
+    os.kill(worker, signal.SIGKILL)  # the worker dies between two calls
+    again = await offload.run(parse_feed, feed)
+    assert len(again.papers) == 20
+    assert await offload.run(os.getpid) not in (worker, os.getpid())
