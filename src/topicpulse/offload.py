@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import pickle
 import threading
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -47,8 +48,20 @@ def _discard(broken: ProcessPoolExecutor) -> None:
     broken.shutdown(wait=False, cancel_futures=True)
 
 
+def _importable(fn: Callable[..., Any]) -> bool:
+    """Whether the worker can import ``fn`` by name (a module-level function can; a closure,
+    e.g. a test's stand-in, cannot and runs in a thread instead)."""
+    try:
+        pickle.dumps(fn)
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return False
+    return True
+
+
 async def run(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in the worker process (``fn`` and its arguments must pickle)."""
+    """``fn(*args)`` in the worker process (its arguments must pickle)."""
+    if not _importable(fn):
+        return await asyncio.to_thread(fn, *args)
     loop = asyncio.get_running_loop()
     for attempt in range(2):
         pool = _executor()
