@@ -210,3 +210,32 @@ async def _queue(store: Store, chat_id: int, arxiv_id: str) -> int:
             (chat_id, paper.id, store._now()),
         )
         return int(cur.lastrowid or 0)
+
+
+async def test_a_follow_racing_the_prune_of_its_topic_still_follows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The daily upkeep deletes an abandoned custom topic between a /follow finding it and
+    subscribing to it: the follow makes the topic anew instead of failing."""
+    from topicpulse import chats
+
+    store = await Store.open(tmp_path / "race.db")
+    try:
+        await store.ensure_chat(1)
+        abandoned = await custom_topic(store, "alpha OR beta")
+        refresh = store.refresh_topic_matches
+        pruned: list[int] = []
+
+        async def prune_first(topic):  # type: ignore[no-untyped-def]
+            if not pruned:
+                pruned.append(topic.id)
+                async with store._write() as conn:
+                    await conn.execute("DELETE FROM topics WHERE id = ?", (topic.id,))
+            await refresh(topic)
+
+        monkeypatch.setattr(store, "refresh_topic_matches", prune_first)
+        result = await chats.follow(store, 1, "alpha OR beta")
+        assert pruned == [abandoned.id] and result.added
+        assert [s.topic.query for s in await store.subscriptions(1)] == ["alpha OR beta"]
+    finally:
+        await store.close()

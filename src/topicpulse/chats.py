@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import functools
 import re
+import sqlite3
 import unicodedata
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -81,17 +82,22 @@ async def follow(
         known = await find_catalogue_topic(store, text) or _same_query(followed, text)
         if known is None or known.id not in {t.id for t in followed}:
             raise UserError(_FULL)
-    try:
-        topic = await topic_for(store, text)
-    except ql.QueryError as exc:
-        raise UserError(f"Could not read that query: {exc}") from None
-    await store.refresh_topic_matches(topic)
-    try:  # the cap is checked again in the same transaction as the follow: races cannot pass it
-        added = await store.subscribe(
-            chat_id, topic.id, cap=MAX_FOLLOWS, label=text if topic.is_custom else None
-        )
-    except SubscriptionsFull:
-        raise UserError(_FULL) from None
+    for attempt in range(2):
+        try:
+            topic = await topic_for(store, text)
+        except ql.QueryError as exc:
+            raise UserError(f"Could not read that query: {exc}") from None
+        await store.refresh_topic_matches(topic)
+        try:  # the cap is checked again in the follow's own transaction: races cannot pass it
+            added = await store.subscribe(
+                chat_id, topic.id, cap=MAX_FOLLOWS, label=text if topic.is_custom else None
+            )
+            break
+        except SubscriptionsFull:
+            raise UserError(_FULL) from None
+        except sqlite3.IntegrityError:  # the daily upkeep removed this abandoned topic just now
+            if attempt:
+                raise
     # As this chat sees it: a shared custom topic carries the chat's own spelling.
     topic = next(
         (s.topic for s in await store.subscriptions(chat_id) if s.topic.id == topic.id), topic
