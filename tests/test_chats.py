@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from fake_arxiv import make_paper
 from topicpulse import chats
 from topicpulse.chats import UserError
+from topicpulse.matching import match_new_papers
 from topicpulse.models import Chat
 from topicpulse.store import Store
 from topicpulse.topics import CatalogueEntry, sync_catalogue
@@ -281,6 +282,7 @@ async def world(store: Store) -> Store:
             make_paper("2701.00004", NOW - timedelta(days=1), title="Diffusion for video"),
         ]
     )
+    await match_new_papers(store)  # the round that follows every ingest
     return store
 
 

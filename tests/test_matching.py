@@ -531,3 +531,39 @@ async def test_round_matches_equal_the_full_index_on_the_listings(
         assert await store.outbox_counts() == {}
     finally:
         await store.close()
+
+
+# ------------------------------------------------------------------------ rounds and commands
+async def test_a_command_between_ingest_and_match_loses_no_alert(store: Store) -> None:
+    """/latest or /follow reading a live topic before the round matched the new papers must
+    not mark them matched: the round queues their alerts."""
+    alpha, beta = await custom_topic(store, "alpha"), await custom_topic(store, "beta")
+    for chat_id, topic in ((1, alpha), (2, beta)):
+        await store.ensure_chat(chat_id)
+        await store.subscribe(chat_id, topic.id)
+    await store.upsert_papers([_paper(1, "alpha thing")])
+    await store.refresh_topic_matches(await _reload(store, alpha))  # a command meanwhile
+    result = await match_new_papers(store)
+    assert result.alerts_queued == 1
+    assert await _pending(store, 1) == ["2605.00001"]
+
+
+async def test_a_returning_chat_gets_no_old_papers_and_paused_chats_none_twice(
+    store: Store,
+) -> None:
+    alpha, beta = await custom_topic(store, "alpha"), await custom_topic(store, "beta")
+    for chat_id, topic in ((1, alpha), (2, beta)):
+        await store.ensure_chat(chat_id)
+        await store.subscribe(chat_id, topic.id)
+    await store.update_chat(1, paused=1)  # chat 1 pauses
+    await store.deactivate_chat(2, "blocked")  # chat 2 blocks the bot: beta stops growing
+    await store.upsert_papers([_paper(1, "alpha while paused"), _paper(2, "beta meanwhile")])
+    assert (await match_new_papers(store)).alerts_queued == 0
+    await store.update_chat(1, paused=0)  # papers that came while paused are skipped
+    await store.ensure_chat(2, reactivate=True)  # chat 2 comes back
+    await store.upsert_papers([_paper(3, "beta new")])
+    result = await match_new_papers(store)
+    assert result.alerts_queued == 1
+    assert await _pending(store, 1) == []
+    assert await _pending(store, 2) == ["2605.00003"]  # only what came after it returned
+    assert await _topic_papers(store, beta) == ["2605.00002", "2605.00003"]  # caught up

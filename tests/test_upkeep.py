@@ -239,3 +239,31 @@ async def test_a_follow_racing_the_prune_of_its_topic_still_follows(
         assert [s.topic.query for s in await store.subscriptions(1)] == ["alpha OR beta"]
     finally:
         await store.close()
+
+
+async def test_a_group_that_becomes_a_supergroup_keeps_its_settings_and_spellings(
+    tmp_path: Path,
+) -> None:
+    """The new id often talks to the bot first (a command in the new supergroup makes its
+    row); the group's settings and each follow's spelling still move over."""
+    from topicpulse import chats
+
+    store = await Store.open(tmp_path / "moved.db")
+    try:
+        await store.ensure_chat(-1, type="group")
+        await chats.follow(store, -1, "LLM agents AND planning")
+        await chats.set_digest(store, -1, ["weekly", "09:30", "fri"])
+        await chats.set_timezone(store, -1, "Europe/Berlin")
+        group = await store.chat(-1)
+        assert group is not None and group.type == "group"  # settings never retype a group
+        await store.ensure_chat(-1009, type="supergroup")  # the new id's first command
+        await store.migrate_chat(-1, -1009)
+        moved = await store.chat(-1009)
+        assert moved is not None
+        assert (moved.mode, moved.digest_weekday, moved.timezone) == ("weekly", 4, "Europe/Berlin")
+        assert [s.topic.name for s in await store.subscriptions(-1009)] == [
+            "LLM agents AND planning"
+        ]
+        assert await store.chat(-1) is None
+    finally:
+        await store.close()

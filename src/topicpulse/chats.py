@@ -85,17 +85,18 @@ async def follow(
     for attempt in range(2):
         try:
             topic = await topic_for(store, text)
-        except ql.QueryError as exc:
-            raise UserError(f"Could not read that query: {exc}") from None
-        await store.refresh_topic_matches(topic)
-        try:  # the cap is checked again in the follow's own transaction: races cannot pass it
+            await store.refresh_topic_matches(topic)
+            # the cap is checked again in the follow's own transaction: races cannot pass it
             added = await store.subscribe(
                 chat_id, topic.id, cap=MAX_FOLLOWS, label=text if topic.is_custom else None
             )
             break
+        except ql.QueryError as exc:
+            raise UserError(f"Could not read that query: {exc}") from None
         except SubscriptionsFull:
             raise UserError(_FULL) from None
-        except sqlite3.IntegrityError:  # the daily upkeep removed this abandoned topic just now
+        except (sqlite3.IntegrityError, AssertionError):
+            # the daily upkeep removed this abandoned topic just now: make it anew, once
             if attempt:
                 raise
     # As this chat sees it: a shared custom topic carries the chat's own spelling.
@@ -259,7 +260,9 @@ async def set_timezone(
 async def _save_schedule(
     store: Store, chat_id: int, settings: dict[str, object], now: datetime | None
 ) -> Chat:
-    chat = await store.ensure_chat(chat_id)
+    chat = await store.chat(chat_id)  # the command registered it (keeping its real type)
+    if chat is None:
+        chat = await store.ensure_chat(chat_id)
     updated = dataclasses.replace(chat, **settings)  # type: ignore[arg-type]
     due = next_digest_at(updated, now or utcnow())
     await store.update_chat(chat_id, **settings, next_digest_at=iso(due) if due else None)

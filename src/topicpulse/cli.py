@@ -211,7 +211,10 @@ async def cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
             until=iso(as_of),
         )
     query = topic.query if topic else args.query
-    heading = f"{len(papers)} papers in the {args.days} days before {iso(as_of)[:10]} for {query}"
+    heading = (
+        f"{plural(len(papers), 'paper')} in the {args.days} days before {iso(as_of)[:10]}"
+        f" for {query}"
+    )
     _print_papers(
         args, query, len(papers), papers[: args.limit] if not args.json else papers, heading
     )
@@ -251,7 +254,7 @@ async def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
             fts=fts, limit=args.limit, order="newest" if args.newest else "relevance"
         )
         count = await store.count_matches(fts=fts)
-    heading = f"{count} papers match {args.query}; showing {len(papers)}"
+    heading = f"{plural(count, 'paper')} match {args.query}; showing {len(papers)}"
     _print_papers(args, args.query, count, papers, heading)
     return 0
 

@@ -152,6 +152,14 @@ async def match_new_papers(
         return result
     result.topics = len(topics)
     through = await store.max_paper_id()
+    # A topic that fell behind the rounds (its only chat came back) catches up without alerts:
+    # a round queues alerts only for papers newer than what earlier rounds fanned out.
+    fanned_out = min(await store.fanned_out_through(), through)
+    lagging = [t for t in topics if t.matched_through < fanned_out]
+    for topic in lagging:
+        await store.catch_up(topic, fanned_out)
+    if lagging:
+        topics = await store.live_topics()
     after = min(t.matched_through for t in topics)
     while after < through:
         papers = await store.papers_after(after, limit=batch_papers)

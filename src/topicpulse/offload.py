@@ -4,9 +4,9 @@ A worker *thread* is not enough for pure-Python work: parsing a 1.6 MB arXiv pag
 chart holds the GIL for tens to hundreds of milliseconds, and every reply the event loop is
 writing meanwhile waits for the GIL again at each step (measured with bench/bench_replies.py:
 24 store reads for /list took 1.3 s while pages were parsed in a thread, 10 ms with the parsing
-in another process). So that work goes to one shared worker process (started on first use with
-``spawn``: no copy of the bot's threads or connections), which keeps its imports and caches
-(the chart cache) between calls. If the worker dies, the pool is replaced and the call runs
+in another process). So that work goes to a small shared pool of worker processes (started on
+first use with ``spawn``: no copy of the bot's threads or connections), which keep their
+imports and caches between calls. If a worker dies, the pool is replaced and the call runs
 again once; if that fails too, the call runs in a thread as before.
 """
 
@@ -26,6 +26,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
+WORKERS = 2  # a user's chart never queues behind a whole round's matching
 _pool: ProcessPoolExecutor | None = None
 _lock = threading.Lock()
 
@@ -35,7 +36,7 @@ def _executor() -> ProcessPoolExecutor:
     with _lock:
         if _pool is None:
             _pool = ProcessPoolExecutor(
-                max_workers=1, mp_context=multiprocessing.get_context("spawn")
+                max_workers=WORKERS, mp_context=multiprocessing.get_context("spawn")
             )
         return _pool
 

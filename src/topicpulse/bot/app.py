@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 DELIVERY_TICK = 5.0  # seconds between delivery passes when nothing wakes the worker
 DELIVERY_GRACE = 3.0  # seconds the sends in flight get to finish when the bot stops
 MAINTENANCE_SECONDS = 24 * 3600  # the daily upkeep (maintenance.py)
+MAINTENANCE_FIRST = 600  # seconds after a start
 # Updates handled at once. Replies wait for their chat's pacing (about 1/s) inside the handler,
 # so a user who fires 20 commands holds 20 handlers for 20 s: with few slots, everyone else's
 # commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
@@ -229,7 +230,7 @@ def build_application(
         app.job_queue.run_repeating(
             _maintenance_job,
             interval=MAINTENANCE_SECONDS,
-            first=MAINTENANCE_SECONDS,
+            first=MAINTENANCE_FIRST,  # soon after every start: restarts must not postpone it
             name="maintenance",
             job_kwargs={"max_instances": 1, "coalesce": True},
         )

@@ -141,12 +141,14 @@ async def chat_migrated(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Log and carry on: one bad update never stops the bot."""
     log.error("error while handling an update", exc_info=context.error)
-    if not isinstance(update, Update) or isinstance(context.error, TelegramError):
+    if not isinstance(update, Update):
         return
     sorry = "Something went wrong on my side; please try again."
     with contextlib.suppress(TelegramError):
-        if update.callback_query:
+        if update.callback_query:  # never leave a button spinning, whatever failed
             await update.callback_query.answer(sorry)
+        elif isinstance(context.error, TelegramError):
+            return  # Telegram itself failed: a reply would most likely fail too
         elif update.effective_message:
             await update.effective_message.reply_text(sorry, allow_sending_without_reply=True)
 

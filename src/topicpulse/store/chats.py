@@ -96,10 +96,17 @@ class ChatQueries(Database):
         async with self._write() as conn:
             async with conn.execute("SELECT 1 FROM chats WHERE chat_id = ?", (new_chat_id,)) as cur:
                 exists = await cur.fetchone()
-            if exists:  # the new id already talked to us: keep its row, move what it lacks
+            if exists:  # the new id already talked to us: the group's settings and follows move
+                await conn.execute(
+                    "UPDATE chats SET (active, paused, mode, digest_time, digest_weekday,"
+                    " timezone, spikes, next_digest_at) = (SELECT active, paused, mode,"
+                    " digest_time, digest_weekday, timezone, spikes, next_digest_at FROM chats"
+                    " WHERE chat_id = ?), type = 'supergroup', updated_at = ? WHERE chat_id = ?",
+                    (old_chat_id, self._now(), new_chat_id),
+                )
                 await conn.execute(
                     "INSERT OR IGNORE INTO subscriptions (chat_id, topic_id, after_paper_id,"
-                    " created_at) SELECT ?, topic_id, after_paper_id, created_at"
+                    " created_at, label) SELECT ?, topic_id, after_paper_id, created_at, label"
                     " FROM subscriptions WHERE chat_id = ?",
                     (new_chat_id, old_chat_id),
                 )

@@ -171,14 +171,17 @@ class Database:
     async def _write(self) -> AsyncIterator[aiosqlite.Connection]:
         """One write transaction at a time; rolled back on any error."""
         async with self._write_lock:
-            await self._conn.execute("BEGIN IMMEDIATE")
+            committed = False
             try:
+                await self._conn.execute("BEGIN IMMEDIATE")
                 yield self._conn
-            except BaseException:
-                await self._conn.execute("ROLLBACK")
-                raise
-            else:
                 await self._conn.execute("COMMIT")
+                committed = True
+            finally:
+                if not committed and self._conn.in_transaction:
+                    # Cancelled or failed anywhere (even inside BEGIN or COMMIT): never leave
+                    # the writer inside a transaction, or every later write would fail.
+                    await asyncio.shield(self._conn.execute("ROLLBACK"))
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[aiosqlite.Connection]:

@@ -9,6 +9,8 @@ from topicpulse.models import Chat, OutboxItem, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
 
+PRUNE_SLICE = 10_000  # rows deleted per transaction by the daily upkeep
+
 
 class OutboxQueries(Database):
     """Pending deliveries and their outcome (part of ``Store``)."""
@@ -175,8 +177,15 @@ class OutboxQueries(Database):
     async def prune_outbox(self, before: str) -> int:
         """Delete sent and dropped rows created before ``before`` (past the dedup horizon: no
         round can queue those papers again). Pending rows are never pruned."""
-        async with self._write() as conn:
-            cur = await conn.execute(
-                "DELETE FROM outbox WHERE state != 'pending' AND created_at < ?", (before,)
-            )
-            return max(cur.rowcount, 0)
+        removed = 0
+        while True:  # in slices, each its own short transaction: other writes go between them
+            async with self._write() as conn:
+                cur = await conn.execute(
+                    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox"
+                    " WHERE state != 'pending' AND created_at < ? LIMIT ?)",
+                    (before, PRUNE_SLICE),
+                )
+                count = max(cur.rowcount, 0)
+            removed += count
+            if count < PRUNE_SLICE:
+                return removed

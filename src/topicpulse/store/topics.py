@@ -19,6 +19,12 @@ _ACTIVE_FOLLOWER = (
 )
 
 
+_LIVE = (
+    "(t.kind = 'catalogue' AND t.active = 1)"
+    f" OR (t.kind = 'custom' AND EXISTS ({_ACTIVE_FOLLOWER}))"
+)
+
+
 class TopicQueries(Database):
     """Topic rows and matches (part of ``Store``)."""
 
@@ -77,11 +83,39 @@ class TopicQueries(Database):
             return topic_id
 
     async def refresh_topic_matches(self, topic: Topic) -> None:
-        """Bring a topic's matches up to date if they fell behind (e.g. unfollowed for a while)."""
-        if topic.matched_through >= await self._value("SELECT coalesce(max(id), 0) FROM papers"):
+        """Bring the matches of a topic that is not matched every round (a custom topic no
+        active chat follows) up to date. A live topic is left to the rounds: a round queues
+        alerts for what it matches, a refresh would not."""
+        row = await self._row(
+            "SELECT (SELECT coalesce(max(id), 0) FROM papers) AS newest,"
+            f" EXISTS (SELECT 1 FROM topics t WHERE t.id = ? AND ({_LIVE})) AS live",
+            (topic.id,),
+        )
+        if row is None or row["live"] or topic.matched_through >= row["newest"]:
             return
         async with self._write() as conn:
             await self._rematch(conn, topic.id, topic.fts)
+
+    async def fanned_out_through(self) -> int:
+        """The newest paper whose alerts a round has queued (see ``record_matches``)."""
+        value = await self._value("SELECT value FROM engine_state WHERE key = 'fanned_out_through'")
+        return int(value or 0)
+
+    async def catch_up(self, topic: Topic, through: int) -> None:
+        """Match a lagging live topic (e.g. its only chat came back) against the papers up to
+        ``through`` without queueing alerts, so the next round starts where the others are."""
+        async with self._write() as conn:
+            await conn.execute("DELETE FROM topic_papers WHERE topic_id = ?", (topic.id,))
+            await conn.execute(
+                "INSERT INTO topic_papers (topic_id, paper_id, published)"
+                " SELECT ?, p.id, p.published FROM papers_fts"
+                " JOIN papers p ON p.id = papers_fts.rowid"
+                " WHERE papers_fts MATCH ? AND p.id <= ?",
+                (topic.id, topic.fts, through),
+            )
+            await conn.execute(
+                "UPDATE topics SET matched_through = ? WHERE id = ?", (through, topic.id)
+            )
 
     @staticmethod
     async def _rematch(conn: aiosqlite.Connection, topic_id: int, fts: str) -> None:
@@ -130,8 +164,7 @@ class TopicQueries(Database):
         chat follows (a chat that blocked the bot keeps its subscriptions, but its topics stop
         growing until it comes back; matching then catches up)."""
         found = await self._rows(
-            f"SELECT {rows.TOPIC_COLUMNS} FROM topics t WHERE (kind = 'catalogue' AND active = 1)"
-            f" OR (kind = 'custom' AND EXISTS ({_ACTIVE_FOLLOWER})) ORDER BY id"
+            f"SELECT {rows.TOPIC_COLUMNS} FROM topics t WHERE {_LIVE} ORDER BY id"
         )
         return [rows.topic(r) for r in found]
 
@@ -149,12 +182,23 @@ class TopicQueries(Database):
         ``matches`` maps topic id → matching paper ids among papers ``batch_after < id <=
         batch_through``. Every topic in ``matches`` moves its ``matched_through`` to
         ``batch_through``. Each active, unpaused chat following a matching topic gets one outbox
-        row per paper it has not had yet, for papers stored after it followed and first
+        row per paper it has not had yet, for papers stored after it followed, newer than what
+        earlier rounds fanned out (``engine_state``; moved to ``batch_through`` here), and first
         published at or after ``alert_published_since`` (the caller's age rule; ``None``: record
         the matches, queue no alerts). Returns the outbox rows added.
         """
         now = self._now()
         async with self._write() as conn:
+            async with conn.execute(
+                "SELECT coalesce(max(value), 0) AS v FROM engine_state"
+                " WHERE key = 'fanned_out_through'"
+            ) as cur:
+                fanned_out = int((await cur.fetchone())["v"])  # type: ignore[index]
+            await conn.execute(
+                "INSERT INTO engine_state (key, value) VALUES ('fanned_out_through', ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = max(value, excluded.value)",
+                (batch_through,),
+            )
             found = {topic_id: ids for topic_id, ids in matches.items() if ids}
             if found:  # one statement for all topics (JSON {topic: [paper ids]}): 2× executemany
                 await conn.execute(
@@ -163,13 +207,13 @@ class TopicQueries(Database):
                     " FROM json_each(?) t, json_each(t.value) i JOIN papers p ON p.id = i.value",
                     (json.dumps(found),),
                 )
-            if matches:
+            if matches:  # any number of topics: one JSON list, not one variable each
                 await conn.execute(
-                    f"UPDATE topics SET matched_through = ? WHERE id IN ({rows.marks(matches)})"
-                    " AND matched_through < ?",
-                    (batch_through, *matches, batch_through),
+                    "UPDATE topics SET matched_through = ?"
+                    " WHERE id IN (SELECT value FROM json_each(?)) AND matched_through < ?",
+                    (batch_through, json.dumps(list(matches)), batch_through),
                 )
-            if alert_published_since is None or not found:
+            if alert_published_since is None:
                 return 0
             cur = await conn.execute(
                 # no DISTINCT: outbox_paper_once makes OR IGNORE skip a paper a chat already
@@ -183,7 +227,7 @@ class TopicQueries(Database):
                 " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
                 " AND p.published >= ? AND c.active = 1 AND c.paused = 0"
                 " ORDER BY tp.paper_id",
-                (now, batch_after, batch_through, alert_published_since),
+                (now, max(batch_after, fanned_out), batch_through, alert_published_since),
             )
             return max(cur.rowcount, 0)
 
