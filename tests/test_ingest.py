@@ -200,7 +200,7 @@ async def test_backfill_fetches_its_window_day_by_day(
     assert [day_of(r.params) for r in fake.requests] == [TODAY.isoformat()]
 
 
-async def test_interrupted_backfill_resumes_without_refetching_finished_days(
+async def test_a_failed_backfill_day_is_skipped_then_retried(
     store: Store, client: ArxivClient, fake: FakeArxiv
 ) -> None:
     days = [TODAY - timedelta(days=n) for n in range(7, 0, -1)]
@@ -210,29 +210,39 @@ async def test_interrupted_backfill_resumes_without_refetching_finished_days(
         for i in range(2)
     )
     ingestor = make_ingestor(store, client)
-    # Days 1-3 succeed, day 4 fails on every try (retries=2: three 500s).
+    # Days 1-3 succeed, day 4 fails on every try (retries=2: three 500s), days 5-7 succeed:
+    # a day that keeps failing does not block the days after it.
     fake.script(ok(), ok(), ok(), server_error(), server_error(), server_error())
     first, _ = await ingestor.backfill(1, include_today=False)
 
     assert fake.pending_script == 0
-    assert not first.ok and first.message.startswith(f"stopped at {days[3]}")
-    assert (first.new, first.errors, first.requests) == (6, 1, 6)
-    assert set(stored(store)) == {f"2605.{n:02d}{i:03d}" for n in range(3) for i in range(2)}
+    assert not first.ok and first.message.startswith(f"failed days: {days[3]}")
+    assert (first.new, first.errors, first.requests) == (12, 1, 9)
     assert await store.completed_backfill_windows("cs.CL cs.LG") == {
-        d.isoformat() for d in days[:3]
+        d.isoformat() for d in days if d != days[3]
     }
-    failed = runs(store)[-1]
-    assert (failed["kind"], failed["ok"], failed["errors"], failed["new"]) == ("backfill", 0, 1, 0)
+    assert [d.isoformat() for d in await ingestor.missing_days(1)] == [days[3].isoformat()]
 
-    fake.reset_requests()
+    fake.reset_requests()  # the next call fetches only the missing day
     second, _ = await ingestor.backfill(1, include_today=False)
-    assert second.ok and (second.new, second.requests) == (8, 4)
-    assert [day_of(r.params) for r in fake.requests] == [d.isoformat() for d in days[3:]]
+    assert second.ok and (second.new, second.requests) == (2, 1)
+    assert [day_of(r.params) for r in fake.requests] == [days[3].isoformat()]
     assert len(stored(store)) == 14
 
     fake.reset_requests()
     third, _ = await ingestor.backfill(1, include_today=False)
     assert third.ok and (third.new, third.requests) == (0, 0) and fake.requests == []
+
+
+async def test_a_backfill_stops_when_arxiv_seems_down(
+    store: Store, client: ArxivClient, fake: FakeArxiv
+) -> None:
+    fake.replace([make_paper("2605.00001", ago(3))])
+    fake.script(*[server_error()] * 9)  # three days in a row fail (three tries each)
+    stats, _ = await make_ingestor(store, client).backfill(1, include_today=False)
+    assert not stats.ok and stats.message.startswith("stopped at")
+    assert stats.requests == 9 and fake.pending_script == 0
+    assert len(await make_ingestor(store, client).missing_days(1)) == 7
 
 
 # ---------------------------------------------------------------------------------- overlap

@@ -38,6 +38,7 @@ from topicpulse.store import BackfillWindow, Store
 log = logging.getLogger(__name__)
 
 EMPTY_PAGE_RETRIES = 3  # the API sometimes answers an empty page although more results exist
+FAILED_DAYS_IN_A_ROW = 3  # a backfill goes past a failing day, but not past an outage
 MAX_RESULTS_PER_QUERY = 30_000  # arXiv serves at most the first 30,000 results of one query
 
 Progress = Callable[[int, int, str], None]  # (done, total, label)
@@ -175,8 +176,8 @@ class Ingestor:
         """Fetch the last ``weeks`` weeks day by day, skipping days already completed, then
         (with ``include_today``) today so far, which is never recorded as complete.
 
-        Returns the summed stats and the row ids of all papers it stored new. Stops at the first
-        failed day (the next call resumes there).
+        Returns the summed stats and the row ids of all papers it stored new. A failed day is
+        skipped (the next call retries it); three failed days in a row stop the backfill.
         """
         async with self._lock:
             today = self.clock().date()
@@ -189,6 +190,8 @@ class Ingestor:
             total_days = len(self.backfill_days(weeks)) + int(include_today)
             total = RunStats(kind="backfill")
             new_ids: list[int] = []
+            failed: list[str] = []
+            failed_in_a_row = 0
             for index, (day, window) in enumerate(todo, start=1):
                 stats, result = await self._round(
                     "backfill", lambda day=day: self._fetch_day(day), window=window
@@ -198,8 +201,17 @@ class Ingestor:
                 new_ids.extend(result.new_ids)
                 if progress:
                     progress(total_days - len(todo) + index, total_days, day.isoformat())
-                if not stats.ok:
-                    total.ok, total.message = False, f"stopped at {day}: {stats.message}"
+                if stats.ok:
+                    failed_in_a_row = 0
+                    continue
+                # A day that keeps failing must not block the days after it: go on, and stop
+                # only when arXiv seems down (several days in a row); missing days are retried.
+                failed.append(day.isoformat())
+                failed_in_a_row += 1
+                total.ok = False
+                total.message = f"failed days: {', '.join(failed)} ({stats.message})"
+                if failed_in_a_row >= FAILED_DAYS_IN_A_ROW:
+                    total.message = f"stopped at {day}: {total.message}"
                     break
             return total, new_ids
 
