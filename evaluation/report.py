@@ -22,26 +22,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from corpus import LABELS, LISTINGS, MISSING, STRATA, listings_store, matches
 
-from topicpulse import query as ql  # noqa: E402
-from topicpulse.ingest import import_files  # noqa: E402
-from topicpulse.store import Store  # noqa: E402
-from topicpulse.topics import load_catalogue  # noqa: E402
+from topicpulse.topics import load_catalogue
 
-SHARED = Path(os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"))
-LISTINGS = SHARED / "arxiv-listings" / "papers.jsonl"
-LABELS = ROOT / "evaluation" / "labels"
-STRATA = ROOT / "evaluation" / "strata.json"
 BOOTSTRAP = 2000
 
 
@@ -125,12 +115,9 @@ async def query_matches(slugs: Iterable[str]) -> dict[str, set[str]]:
     """What each topic's catalogue query (as it is now) matches in the real listings."""
     catalogue = {e.slug: e for e in load_catalogue()}
     found: dict[str, set[str]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        async with await Store.open(Path(tmp) / "report.db") as store:
-            await import_files(store, [LISTINGS])
-            for slug in slugs:
-                fts = ql.to_fts(ql.parse(catalogue[slug].query, max_length=None))
-                found[slug] = {p.arxiv_id for p in await store.matching_papers(fts=fts)}
+    async with listings_store() as store:
+        for slug in slugs:
+            found[slug] = await matches(store, catalogue[slug].query)
     return found
 
 
@@ -145,7 +132,7 @@ async def main() -> int:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     if not LISTINGS.exists():
-        print(f"real listings not found at {LISTINGS}: set TOPICPULSE_SHARED", file=sys.stderr)
+        print(MISSING, file=sys.stderr)
         return 1
     labels = read_labels()
     sizes = json.loads(STRATA.read_text("utf-8"))

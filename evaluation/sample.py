@@ -26,25 +26,16 @@ import argparse
 import asyncio
 import hashlib
 import json
-import os
 import random
 import sys
-import tempfile
 import tomllib
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+from corpus import LISTINGS, MISSING, ROOT, STRATA, listings_store, matches
 
-from topicpulse import query as ql  # noqa: E402
-from topicpulse.ingest import import_files  # noqa: E402
-from topicpulse.store import Store  # noqa: E402
-from topicpulse.topics import load_catalogue  # noqa: E402
+from topicpulse.store import Store
+from topicpulse.topics import load_catalogue
 
-SHARED = Path(os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"))
-LISTINGS = SHARED / "arxiv-listings" / "papers.jsonl"
 VOCABULARY = ROOT / "evaluation" / "vocabulary.toml"
-STRATA = ROOT / "evaluation" / "strata.json"
 OUT = ROOT / "bench" / "out" / "eval_candidates"
 
 
@@ -62,10 +53,8 @@ async def strata(
     store: Store, slug: str, topic_query: str, vocab: str
 ) -> tuple[set[str], set[str]]:
     """(matches, near misses) of one topic over the whole store, as arXiv ids."""
-    matched = await store.matching_papers(fts=ql.to_fts(ql.parse(topic_query, max_length=None)))
-    near = await store.matching_papers(fts=ql.to_fts(ql.parse(vocab, max_length=None)))
-    m = {p.arxiv_id for p in matched}
-    return m, {p.arxiv_id for p in near} - m
+    matched = await matches(store, topic_query)
+    return matched, await matches(store, vocab) - matched
 
 
 def attach() -> int:
@@ -95,36 +84,34 @@ async def main() -> int:
     if args.attach:
         return attach()
     if not LISTINGS.exists():
-        print(f"real listings not found at {LISTINGS}: set TOPICPULSE_SHARED", file=sys.stderr)
+        print(MISSING, file=sys.stderr)
         return 1
     catalogue = {e.slug: e for e in load_catalogue()}
     OUT.mkdir(parents=True, exist_ok=True)
     sizes: dict[str, dict[str, int]] = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        async with await Store.open(Path(tmp) / "eval.db") as store:
-            await import_files(store, [LISTINGS])
-            papers = {p.arxiv_id: p for p in await store.papers_after(0)}
-            for slug, vocab in vocabulary().items():
-                matched, near = await strata(store, slug, catalogue[slug].query, vocab)
-                sizes[slug] = {"matches": len(matched), "near_misses": len(near)}
-                rng = random.Random(f"{args.seed}/{slug}")
-                sample = {
-                    "match": rng.sample(sorted(matched), min(args.per_stratum, len(matched))),
-                    "near_miss": rng.sample(sorted(near), min(args.per_stratum, len(near))),
-                }
-                which = {i: stratum for stratum, ids in sample.items() for i in ids}
-                order = sorted(which)
-                rng.shuffle(order)
-                with (OUT / f"{slug}.jsonl").open("w", encoding="utf-8") as handle:
-                    for arxiv_id in order:
-                        p = papers[arxiv_id]
-                        row = {"arxiv_id": arxiv_id, "title": p.title, "abstract": p.abstract}
-                        handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-                (OUT / f"{slug}.strata.json").write_text(json.dumps(which, indent=1))
-                print(
-                    f"{slug:34} matches {len(matched):5}  near misses {len(near):5}"
-                    f"  sampled {len(sample['match'])} + {len(sample['near_miss'])}"
-                )
+    async with listings_store() as store:
+        papers = {p.arxiv_id: p for p in await store.papers_after(0)}
+        for slug, vocab in vocabulary().items():
+            matched, near = await strata(store, slug, catalogue[slug].query, vocab)
+            sizes[slug] = {"matches": len(matched), "near_misses": len(near)}
+            rng = random.Random(f"{args.seed}/{slug}")
+            sample = {
+                "match": rng.sample(sorted(matched), min(args.per_stratum, len(matched))),
+                "near_miss": rng.sample(sorted(near), min(args.per_stratum, len(near))),
+            }
+            which = {i: stratum for stratum, ids in sample.items() for i in ids}
+            order = sorted(which)
+            rng.shuffle(order)
+            with (OUT / f"{slug}.jsonl").open("w", encoding="utf-8") as handle:
+                for arxiv_id in order:
+                    p = papers[arxiv_id]
+                    row = {"arxiv_id": arxiv_id, "title": p.title, "abstract": p.abstract}
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            (OUT / f"{slug}.strata.json").write_text(json.dumps(which, indent=1))
+            print(
+                f"{slug:34} matches {len(matched):5}  near misses {len(near):5}"
+                f"  sampled {len(sample['match'])} + {len(sample['near_miss'])}"
+            )
     STRATA.write_text(json.dumps(sizes, indent=2) + "\n")
     return 0
 

@@ -100,9 +100,7 @@ async def follow(
             if attempt:
                 raise
     # As this chat sees it: a shared custom topic carries the chat's own spelling.
-    topic = next(
-        (s.topic for s in await store.subscriptions(chat_id) if s.topic.id == topic.id), topic
-    )
+    topic = await store.subscribed_topic(chat_id, topic.id) or topic
     now = now or utcnow()
     window = [iso(now - momentum.WINDOW), iso(now)]
     (count,) = await store.count_windows(window, topic_id=topic.id)

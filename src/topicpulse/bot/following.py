@@ -171,8 +171,7 @@ async def unfollow_button(
     query = update.callback_query
     assert query is not None
     chat_id = chat_id_of(update)
-    followed = {s.topic.id: s.topic for s in await tp.store.subscriptions(chat_id)}
-    topic = followed.get(button.topic_id)
+    topic = await tp.store.subscribed_topic(chat_id, button.topic_id)
     removed = topic is not None and await tp.store.unsubscribe(chat_id, button.topic_id)
     await query.answer(
         f"Unfollowed {shorten(topic.name, 60)}" if removed and topic else "Was not followed"

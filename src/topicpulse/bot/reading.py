@@ -121,8 +121,7 @@ async def latest_button(
     tp = services(context)
     query = update.callback_query
     assert query is not None
-    followed = {s.topic.id: s.topic for s in await tp.store.subscriptions(chat_id_of(update))}
-    topic = followed.get(button.topic_id)
+    topic = await tp.store.subscribed_topic(chat_id_of(update), button.topic_id)
     if topic is None:
         await query.answer(callbacks.EXPIRED)
         return

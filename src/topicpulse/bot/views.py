@@ -42,11 +42,6 @@ class View:
     keyboard: Keyboard = field(default_factory=list)
 
 
-def papers(n: int) -> str:
-    """ "1 paper", "2 papers"."""
-    return f"{n} paper" if n == 1 else f"{n} papers"
-
-
 def button(label: str, target: callbacks.Button) -> tuple[str, str]:
     return label, callbacks.encode(target)
 
@@ -61,7 +56,7 @@ def follow_result(result: chats.FollowResult) -> View:
     if result.last_4w == 0:
         lines.append("No stored paper matched in the last 4 weeks — is the query too narrow?")
     else:
-        lines.append(f"{papers(result.last_4w)} in the last 4 weeks. Latest:")
+        lines.append(f"{plural(result.last_4w, 'paper')} in the last 4 weeks. Latest:")
         lines += [
             f'• <a href="{esc(p.url)}">{esc(shorten(p.title, 150))}</a> ({p.published[:10]})'
             for p in result.latest
@@ -131,7 +126,7 @@ def ranked(title: str, moments: Sequence[Momentum]) -> list[str]:
 
 
 def search_header(count: int, query: str, shown: int) -> str:
-    return f"🔎 <b>{papers(count)}</b> match <code>{esc(query)}</code>; best {shown}:"
+    return f"🔎 <b>{plural(count, 'paper')}</b> match <code>{esc(query)}</code>; best {shown}:"
 
 
 # ---------------------------------------------------------------------------------- settings

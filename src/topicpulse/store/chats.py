@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from topicpulse.models import Chat, Subscription
+from topicpulse.models import Chat, Subscription, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
 
@@ -181,6 +181,15 @@ class ChatQueries(Database):
             (chat_id,),
         )
         return [Subscription(r["chat_id"], rows.topic(r), r["followed_at"]) for r in found]
+
+    async def subscribed_topic(self, chat_id: int, topic_id: int) -> Topic | None:
+        """The topic if this chat follows it, as this chat sees it (its own spelling)."""
+        row = await self._row(
+            f"SELECT {rows.CHAT_TOPIC_COLUMNS} FROM subscriptions s"
+            " JOIN topics t ON t.id = s.topic_id WHERE s.chat_id = ? AND s.topic_id = ?",
+            (chat_id, topic_id),
+        )
+        return rows.topic(row) if row else None
 
     async def count_subscriptions(self, chat_id: int) -> int:
         return int(

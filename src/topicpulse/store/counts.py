@@ -106,8 +106,7 @@ class CountQueries(Database):
     async def open_episodes(self, topic_ids: Sequence[int]) -> dict[int, SpikeEpisode]:
         """The open episode of each of these topics that has one."""
         found: dict[int, SpikeEpisode] = {}
-        for start in range(0, len(topic_ids), rows.CHUNK):
-            chunk = list(topic_ids[start : start + rows.CHUNK])
+        for chunk in rows.chunks(topic_ids):
             for row in await self._rows(
                 f"SELECT {rows.EPISODE_COLUMNS} FROM spike_episodes"
                 f" WHERE topic_id IN ({rows.marks(chunk)}) AND ended_at IS NULL",

@@ -125,8 +125,7 @@ class OutboxQueries(Database):
                 " first_failed_at = coalesce(first_failed_at, ?) WHERE id = ?",
                 [(error[:500], at, i) for i in outbox_ids],
             )
-            for start in range(0, len(outbox_ids), rows.CHUNK):
-                chunk = list(outbox_ids[start : start + rows.CHUNK])
+            for chunk in rows.chunks(outbox_ids):
                 async with conn.execute(
                     "SELECT min(first_failed_at) AS since FROM outbox"
                     f" WHERE state = 'pending' AND id IN ({rows.marks(chunk)})",
@@ -158,8 +157,7 @@ class OutboxQueries(Database):
     ) -> dict[int, list[Topic]]:
         """For each paper, the topics this chat follows that match it (the alert's tags)."""
         found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
-        for start in range(0, len(paper_ids), rows.CHUNK):
-            chunk = list(paper_ids[start : start + rows.CHUNK])
+        for chunk in rows.chunks(paper_ids):
             for row in await self._rows(
                 f"SELECT tp.paper_id, {rows.CHAT_TOPIC_COLUMNS} FROM topic_papers tp"
                 " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = ?"

@@ -95,8 +95,7 @@ class PaperQueries(Database):
         conn: aiosqlite.Connection, arxiv_ids: list[str]
     ) -> dict[str, tuple[int, str, tuple[Any, ...]]]:
         found: dict[str, tuple[int, str, tuple[Any, ...]]] = {}
-        for start in range(0, len(arxiv_ids), rows.CHUNK):
-            chunk = arxiv_ids[start : start + rows.CHUNK]
+        for chunk in rows.chunks(arxiv_ids):
             async with conn.execute(
                 f"SELECT {rows.PAPER_WRITE_COLUMNS} FROM papers"
                 f" WHERE arxiv_id IN ({rows.marks(chunk)})",
@@ -115,8 +114,7 @@ class PaperQueries(Database):
     async def papers_by_ids(self, ids: Sequence[int]) -> list[StoredPaper]:
         """Papers with these row ids, in the order given (unknown ids are skipped)."""
         by_id: dict[int, StoredPaper] = {}
-        for start in range(0, len(ids), rows.CHUNK):
-            chunk = list(ids[start : start + rows.CHUNK])
+        for chunk in rows.chunks(ids):
             for row in await self._rows(
                 f"SELECT {rows.PAPER_COLUMNS} FROM papers WHERE id IN ({rows.marks(chunk)})",
                 chunk,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from collections.abc import Iterator, Sequence
 from typing import Any, TypeVar
 
 from topicpulse.models import Chat, OutboxItem, Paper, SpikeEpisode, StoredPaper, Topic
 
 CHUNK = 500  # ids bound in one IN (...) list
 M = TypeVar("M")
+T = TypeVar("T")
 
 PAPER_COLUMNS = (
     "id, arxiv_id, version, title, abstract, authors, primary_category, categories, "
@@ -37,6 +39,12 @@ CHAT_TOPIC_COLUMNS = ", ".join(
 def prefixed(columns: str, alias: str) -> str:
     """``"a, b"`` → ``"t.a, t.b"`` (the same names, read from a joined table)."""
     return ", ".join(f"{alias}.{c.strip()}" for c in columns.split(","))
+
+
+def chunks(values: Sequence[T]) -> Iterator[list[T]]:
+    """``values`` in slices of at most ``CHUNK``, to bind in ``IN (...)`` lists."""
+    for start in range(0, len(values), CHUNK):
+        yield list(values[start : start + CHUNK])
 
 
 def marks(values: Any) -> str:

@@ -105,31 +105,25 @@ class TopicQueries(Database):
         """Match a lagging live topic (e.g. its only chat came back) against the papers up to
         ``through`` without queueing alerts, so the next round starts where the others are."""
         async with self._write() as conn:
-            await conn.execute("DELETE FROM topic_papers WHERE topic_id = ?", (topic.id,))
-            await conn.execute(
-                "INSERT INTO topic_papers (topic_id, paper_id, published)"
-                " SELECT ?, p.id, p.published FROM papers_fts"
-                " JOIN papers p ON p.id = papers_fts.rowid"
-                " WHERE papers_fts MATCH ? AND p.id <= ?",
-                (topic.id, topic.fts, through),
-            )
-            await conn.execute(
-                "UPDATE topics SET matched_through = ? WHERE id = ?", (through, topic.id)
-            )
+            await self._rematch(conn, topic.id, topic.fts, through=through)
 
     @staticmethod
-    async def _rematch(conn: aiosqlite.Connection, topic_id: int, fts: str) -> None:
+    async def _rematch(
+        conn: aiosqlite.Connection, topic_id: int, fts: str, *, through: int | None = None
+    ) -> None:
+        """A topic's matches anew, over every stored paper (or those up to ``through``)."""
+        if through is None:
+            async with conn.execute("SELECT coalesce(max(id), 0) AS id FROM papers") as cur:
+                through = int((await cur.fetchone())["id"])  # type: ignore[index]
         await conn.execute("DELETE FROM topic_papers WHERE topic_id = ?", (topic_id,))
         await conn.execute(
             "INSERT INTO topic_papers (topic_id, paper_id, published)"
             " SELECT ?, p.id, p.published FROM papers_fts JOIN papers p ON p.id = papers_fts.rowid"
-            " WHERE papers_fts MATCH ?",
-            (topic_id, fts),
+            " WHERE papers_fts MATCH ? AND p.id <= ?",
+            (topic_id, fts, through),
         )
         await conn.execute(
-            "UPDATE topics SET matched_through = (SELECT coalesce(max(id), 0) FROM papers)"
-            " WHERE id = ?",
-            (topic_id,),
+            "UPDATE topics SET matched_through = ? WHERE id = ?", (through, topic_id)
         )
 
     # ------------------------------------------------------------------ reading topics
@@ -237,8 +231,7 @@ class TopicQueries(Database):
         """Topics matching each paper (e.g. the catalogue tags shown under a paper)."""
         found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
         kind_clause = "AND t.kind = ?" if kind else ""
-        for start in range(0, len(paper_ids), rows.CHUNK):
-            chunk = list(paper_ids[start : start + rows.CHUNK])
+        for chunk in rows.chunks(paper_ids):
             for row in await self._rows(
                 f"SELECT tp.paper_id, {rows.prefixed(rows.TOPIC_COLUMNS, 't')}"
                 " FROM topic_papers tp JOIN topics t ON t.id = tp.topic_id"
@@ -264,8 +257,7 @@ class TopicQueries(Database):
             if not ids:
                 return 0, 0
             matches = 0
-            for start in range(0, len(ids), rows.CHUNK):
-                chunk = ids[start : start + rows.CHUNK]
+            for chunk in rows.chunks(ids):
                 cur = await conn.execute(
                     f"DELETE FROM topic_papers WHERE topic_id IN ({rows.marks(chunk)})", chunk
                 )
