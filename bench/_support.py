@@ -108,9 +108,15 @@ class BotProcess:
     child process, so that its CPU and memory are its own (the fakes run in the caller's
     process, as Telegram and arXiv run elsewhere). Its log goes to ``log_path``."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        log_path: Path,
+        argv: tuple[str, ...] = ("-m", "topicpulse", "run"),
+    ) -> None:
         self.env = env
         self.log_path = log_path
+        self.argv = argv  # what follows the Python interpreter on the command line
         self.proc: asyncio.subprocess.Process | None = None
         self._log = None
 
@@ -123,9 +129,7 @@ class BotProcess:
         self._log = self.log_path.open("ab")
         self.proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            "-m",
-            "topicpulse",
-            "run",
+            *self.argv,
             cwd=str(OUT),
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
@@ -138,6 +142,10 @@ class BotProcess:
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
 
     async def stop(self, timeout: float = 15) -> int | None:
         """SIGTERM (a clean stop), SIGKILL if it does not exit in time."""

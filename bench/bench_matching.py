@@ -44,7 +44,7 @@ import sqlite3
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -91,17 +91,6 @@ STOPWORDS = frozenset(
 
 
 # ------------------------------------------------------------------------------- vocabulary
-def _terms(node: ql.Node) -> Iterator[ql.Term]:
-    if isinstance(node, ql.Term):
-        yield node
-    elif isinstance(node, ql.And | ql.Or):
-        for item in node.items:
-            yield from _terms(item)
-    else:
-        yield from _terms(node.positive)
-        yield from _terms(node.negative)
-
-
 def catalogue_queries() -> tuple[list[str], str]:
     try:
         entries = load_catalogue()
@@ -116,7 +105,7 @@ def vocabulary(queries: list[str], papers: list[Paper]) -> tuple[list[str], list
     specific: set[str] = set()
     broad: set[str] = set()
     for text in queries:
-        for term in _terms(ql.parse(text)):
+        for term in ql.terms(ql.parse(text)):
             (broad if len(term.tokens) == 1 else specific).add(ql.unparse(term))
     bigrams: Counter[tuple[str, str]] = Counter()
     for paper in papers:

@@ -71,7 +71,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -81,7 +81,7 @@ import psutil
 
 from _support import (
     OUT,
-    ROOT,
+    BotProcess,
     bot_env,
     fresh_db,
     outbox_counts,
@@ -387,45 +387,9 @@ def _stack(frame: Any, depth: int = 14, keep_idle: bool = False) -> list[str]:
     return out
 
 
-class BotChild:
+def bot_child(env: dict[str, str], log_path: Path) -> BotProcess:
     """This file with ``--bot-child`` as a child process (log to ``log_path``)."""
-
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
-        self.env = env
-        self.log_path = log_path
-        self.proc: asyncio.subprocess.Process | None = None
-
-    async def start(self) -> BotChild:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICPULSE_")}
-        env.update(self.env)
-        env["PYTHONPATH"] = str(ROOT / "src")
-        with self.log_path.open("ab") as log:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, str(Path(__file__).resolve()), "--bot-child",
-                cwd=str(OUT), env=env, stdin=asyncio.subprocess.DEVNULL, stdout=log, stderr=log,
-            )  # fmt: skip
-        return self
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def signal(self, sig: int) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(sig)
-
-    async def stop(self, timeout: float = 15) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.returncode is None:
-            self.proc.terminate()
-            try:
-                await asyncio.wait_for(self.proc.wait(), timeout)
-            except TimeoutError:
-                self.proc.kill()
-                await self.proc.wait()
-        return self.proc.returncode
+    return BotProcess(env, log_path, argv=(str(Path(__file__).resolve()), "--bot-child"))
 
 
 class Events:
@@ -515,24 +479,13 @@ def real_plan(today: date, *, new: int, rounds: int) -> Plan:
     return Plan(history, batches, f"real listing ({LISTINGS.name}, re-dated)")
 
 
-def _terms(node: ql.Node) -> Iterable[ql.Term]:
-    if isinstance(node, ql.Term):
-        yield node
-    elif isinstance(node, ql.And | ql.Or):
-        for item in node.items:
-            yield from _terms(item)
-    else:
-        yield from _terms(node.positive)
-        yield from _terms(node.negative)
-
-
 def vocabulary() -> tuple[list[str], list[str]]:
     """(phrases, words) in the query language: the catalogue's terms and two-word phrases from
     the synthetic generator's research themes (what the papers are written from)."""
     phrases: set[str] = set()
     words: set[str] = set()
     for entry in load_catalogue():
-        for term in _terms(ql.parse(entry.query)):
+        for term in ql.terms(ql.parse(entry.query)):
             if term.field in (None, "ti", "abs"):
                 (words if len(term.tokens) == 1 else phrases).add(ql.unparse(term).split(":")[-1])
     for theme in synthetic_vocab.THEMES:
@@ -1106,7 +1059,7 @@ async def main(args: argparse.Namespace) -> int:
         env[SWITCH_ENV] = str(args.switch_interval)
     if args.light:
         env[LIGHT_ENV] = "1"
-    bot = await BotChild(env, log_path).start()
+    bot = await bot_child(env, log_path).start()
     proc = psutil.Process(bot.pid)
     events = Events(events_path)
     typist = Typist(fake, setup, (args.pace_min, args.pace_max))

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from topicpulse import query as ql
 from topicpulse.query import (
     COLUMNS,
     MAX_NESTING,
@@ -609,3 +610,13 @@ SAFE_LEAVES = st.builds(
 @given(node=trees(SAFE_LEAVES))
 def test_matches_agrees_with_fts_on_random_queries(db: sqlite3.Connection, node: Node) -> None:
     assert naive_ids(node) == fts_ids(db, to_fts(node))
+
+
+def test_terms_walks_every_term_left_to_right() -> None:
+    node = parse('ti:grpo (math OR "long cot") NOT robot*')
+    assert [(t.field, t.tokens, t.prefix) for t in ql.terms(node)] == [
+        ("title", ("grpo",), False),
+        (None, ("math",), False),
+        (None, ("long", "cot"), False),
+        (None, ("robot",), True),
+    ]

@@ -44,7 +44,7 @@ import dataclasses
 import functools
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -495,6 +495,18 @@ def parse(text: str, *, max_length: int | None = MAX_QUERY_LENGTH) -> Node:
 
 
 # --- output ---------------------------------------------------------------------------------
+
+
+def terms(node: Node) -> Iterator[Term]:
+    """Every term of a query, left to right (negated ones too)."""
+    if isinstance(node, Term):
+        yield node
+    elif isinstance(node, And | Or):
+        for item in node.items:
+            yield from terms(item)
+    else:
+        yield from terms(node.positive)
+        yield from terms(node.negative)
 
 
 def _fts_term(term: Term) -> str:
