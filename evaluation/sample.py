@@ -15,9 +15,14 @@ labelling. Written:
 
     .venv/bin/python evaluation/sample.py [--per-stratum 60] [--seed 2026]
     .venv/bin/python evaluation/sample.py --attach   # after labelling: add stratum and split
+    .venv/bin/python evaluation/sample.py --more 40  # a further draw, disjoint from the labels
+    .venv/bin/python evaluation/sample.py --attach-more
 
 Labellers write ``evaluation/labels/<slug>.jsonl`` ({arxiv_id, topic, label, reason}) without
-seeing the strata; ``--attach`` then adds each label's ``stratum`` and ``split``.
+seeing the strata; ``--attach`` then adds each label's ``stratum`` and ``split``. A further draw
+(``--more K``: K more per stratum, none already labelled) goes to ``<slug>.more.jsonl``; its
+labels (``<slug>.more.labels.jsonl`` beside it) are appended by ``--attach-more``. The strata are
+always those of the frozen sampling frame (``frame.toml``), never of the catalogue as it is now.
 """
 
 from __future__ import annotations
@@ -29,13 +34,14 @@ import json
 import random
 import sys
 import tomllib
+from pathlib import Path
 
 from corpus import LISTINGS, MISSING, ROOT, STRATA, listings_store, matches
 
 from topicpulse.store import Store
-from topicpulse.topics import load_catalogue
 
 VOCABULARY = ROOT / "evaluation" / "vocabulary.toml"
+FRAME = ROOT / "evaluation" / "frame.toml"
 OUT = ROOT / "bench" / "out" / "eval_candidates"
 
 
@@ -49,12 +55,44 @@ def vocabulary() -> dict[str, str]:
     return tomllib.loads(VOCABULARY.read_text("utf-8"))["vocabulary"]  # type: ignore[no-any-return]
 
 
+def frame() -> dict[str, str]:
+    """Each topic's query as it was when its sample was drawn (defines the match stratum)."""
+    return tomllib.loads(FRAME.read_text("utf-8"))["frame"]  # type: ignore[no-any-return]
+
+
 async def strata(
     store: Store, slug: str, topic_query: str, vocab: str
 ) -> tuple[set[str], set[str]]:
     """(matches, near misses) of one topic over the whole store, as arXiv ids."""
     matched = await matches(store, topic_query)
     return matched, await matches(store, vocab) - matched
+
+
+def _read(path: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+
+
+def attach_more() -> int:
+    """Append the labels of a further draw, with stratum and split, to each topic's labels."""
+    for more in sorted(OUT.glob("*.more.labels.jsonl")):
+        slug = more.name.removesuffix(".more.labels.jsonl")
+        which = json.loads((OUT / f"{slug}.more.strata.json").read_text("utf-8"))
+        rows = {str(r["arxiv_id"]): r for r in _read(more) if r["arxiv_id"] in which}
+        if set(which) - set(rows):
+            print(f"{slug}: {len(set(which) - set(rows))} drawn papers have no label")
+            return 1
+        path = ROOT / "evaluation" / "labels" / f"{slug}.jsonl"
+        known = {r["arxiv_id"] for r in _read(path)}
+        with path.open("a", encoding="utf-8") as handle:
+            for arxiv_id, row in rows.items():
+                if arxiv_id in known:
+                    continue
+                row = {"arxiv_id": arxiv_id, "topic": slug, "label": bool(row["label"])}
+                row |= {"reason": rows[arxiv_id]["reason"], "stratum": which[arxiv_id]}
+                row["split"] = split_of(arxiv_id, slug)
+                handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+        print(f"{slug}: +{len(rows)} labels")
+    return 0
 
 
 def attach() -> int:
@@ -80,39 +118,52 @@ async def main() -> int:
     parser.add_argument("--per-stratum", type=int, default=60)
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--attach", action="store_true", help="add strata and splits to labels")
+    parser.add_argument("--more", type=int, metavar="K", help="draw K more per stratum")
+    parser.add_argument("--attach-more", action="store_true", help="append a further draw's labels")
     args = parser.parse_args()
     if args.attach:
         return attach()
+    if args.attach_more:
+        return attach_more()
     if not LISTINGS.exists():
         print(MISSING, file=sys.stderr)
         return 1
-    catalogue = {e.slug: e for e in load_catalogue()}
+    frozen = frame()
     OUT.mkdir(parents=True, exist_ok=True)
     sizes: dict[str, dict[str, int]] = {}
     async with listings_store() as store:
         papers = {p.arxiv_id: p for p in await store.papers_after(0)}
         for slug, vocab in vocabulary().items():
-            matched, near = await strata(store, slug, catalogue[slug].query, vocab)
+            matched, near = await strata(store, slug, frozen[slug], vocab)
             sizes[slug] = {"matches": len(matched), "near_misses": len(near)}
-            rng = random.Random(f"{args.seed}/{slug}")
+            stem = slug
+            if args.more:
+                stem = f"{slug}.more"
+                labelled = {
+                    r["arxiv_id"] for r in _read(ROOT / "evaluation" / "labels" / f"{slug}.jsonl")
+                }
+                matched, near = matched - labelled, near - labelled
+            rng = random.Random(f"{args.seed}/{slug}" + ("/more" if args.more else ""))
+            k = args.more or args.per_stratum
             sample = {
-                "match": rng.sample(sorted(matched), min(args.per_stratum, len(matched))),
-                "near_miss": rng.sample(sorted(near), min(args.per_stratum, len(near))),
+                "match": rng.sample(sorted(matched), min(k, len(matched))),
+                "near_miss": rng.sample(sorted(near), min(k, len(near))),
             }
             which = {i: stratum for stratum, ids in sample.items() for i in ids}
             order = sorted(which)
             rng.shuffle(order)
-            with (OUT / f"{slug}.jsonl").open("w", encoding="utf-8") as handle:
+            with (OUT / f"{stem}.jsonl").open("w", encoding="utf-8") as handle:
                 for arxiv_id in order:
                     p = papers[arxiv_id]
                     row = {"arxiv_id": arxiv_id, "title": p.title, "abstract": p.abstract}
                     handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            (OUT / f"{slug}.strata.json").write_text(json.dumps(which, indent=1))
+            (OUT / f"{stem}.strata.json").write_text(json.dumps(which, indent=1))
             print(
                 f"{slug:34} matches {len(matched):5}  near misses {len(near):5}"
                 f"  sampled {len(sample['match'])} + {len(sample['near_miss'])}"
             )
-    STRATA.write_text(json.dumps(sizes, indent=2) + "\n")
+    if not args.more:
+        STRATA.write_text(json.dumps(sizes, indent=2) + "\n")
     return 0
 
 
