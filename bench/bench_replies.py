@@ -106,7 +106,7 @@ WATCH_EVERY = 0.010
 SAMPLE_AFTER = 0.100  # the child samples stacks while the loop is this late
 SAMPLE_EVERY = 0.050
 BATCH_DAYS = 6  # the rounds' new papers are from the last 6 days
-USERS = 12  # the typing "user" is this many chats taking turns
+USERS = 36  # the typing users: this many chats taking turns, each every ~4-5 s
 USER_FIRST_ID = 900_001
 WARMUP_CHAT = 899_999
 FOLLOWER_FIRST_ID = 100_001
@@ -601,7 +601,7 @@ async def prepared_store(
     (True: from the cache)."""
     key = json.dumps(
         [str(today), plan.source, len(plan.history), args.new, args.rounds, args.followers,
-         args.catalogue_share],
+         args.catalogue_share, USERS],
     )  # fmt: skip
     sidecar = BASE.with_suffix(".json")
     if not args.rebuild and BASE.exists() and sidecar.exists():
@@ -1334,9 +1334,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--weeks", type=int, default=10, help="weeks of synthetic history")
     parser.add_argument("--per-weekday", type=int, default=1400, help="history papers a weekday")
     parser.add_argument("--real", action="store_true", help="the real listing's papers")
-    parser.add_argument("--idle", type=int, default=44, help="commands on the idle bot")
-    parser.add_argument("--pace-min", type=float, default=0.3)
-    parser.add_argument("--pace-max", type=float, default=0.5)
+    parser.add_argument("--idle", type=int, default=150, help="commands on the idle bot")
+    parser.add_argument("--pace-min", type=float, default=0.10)
+    parser.add_argument("--pace-max", type=float, default=0.17)
     parser.add_argument("--lead", type=float, default=1.0, help="typing before a round starts")
     parser.add_argument("--tail", type=float, default=1.0, help="typing after the drain")
     parser.add_argument("--latency", type=float, default=0.0, help="fake Bot API latency, s")

@@ -23,3 +23,10 @@ async def test_a_feed_is_parsed_in_another_process_and_a_dead_worker_is_replaced
     again = await offload.run(parse_feed, feed)
     assert len(again.papers) == 20
     assert await offload.run(os.getpid) not in (worker, os.getpid())
+
+
+async def test_workers_run_at_a_lower_cpu_priority_than_the_bot() -> None:
+    """A round's parsing and matching take the CPU the event loop leaves, not the reverse."""
+    here = os.getpriority(os.PRIO_PROCESS, 0)
+    worker = await offload.run(os.getpid)
+    assert os.getpriority(os.PRIO_PROCESS, worker) == min(here + offload.NICENESS, 19)

@@ -6,7 +6,9 @@ writing meanwhile waits for the GIL again at each step (measured with bench/benc
 24 store reads for /list took 1.3 s while pages were parsed in a thread, 10 ms with the parsing
 in another process). So that work goes to a small shared pool of worker processes (started on
 first use with ``spawn``: no copy of the bot's threads or connections), which keep their
-imports and caches between calls. If a worker dies, the pool is replaced and the call runs
+imports and caches between calls. The workers run at a lower CPU priority (``nice``): on a
+small machine a round's parsing and matching then take the cores the event loop leaves idle,
+rather than the other way round. If a worker dies, the pool is replaced and the call runs
 again once; if that fails too, the call runs in a thread as before.
 """
 
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import multiprocessing
+import os
 import pickle
 import threading
 from collections.abc import Callable
@@ -27,6 +30,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WORKERS = 2  # a user's chart never queues behind a whole round's matching
+NICENESS = 10  # how much lower the workers' CPU priority is than the bot's (0 = the same)
 _pool: ProcessPoolExecutor | None = None
 _lock = threading.Lock()
 
@@ -36,9 +40,20 @@ def _executor() -> ProcessPoolExecutor:
     with _lock:
         if _pool is None:
             _pool = ProcessPoolExecutor(
-                max_workers=WORKERS, mp_context=multiprocessing.get_context("spawn")
+                max_workers=WORKERS,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_lower_priority,
             )
         return _pool
+
+
+def _lower_priority() -> None:
+    """In each worker, at start: yield the CPU to the bot's event loop when both want it."""
+    if hasattr(os, "nice"):  # not on Windows
+        try:
+            os.nice(NICENESS)
+        except OSError:  # a container may forbid it: the worker then runs at the bot's priority
+            log.info("could not lower the worker's priority")
 
 
 def _discard(broken: ProcessPoolExecutor) -> None:

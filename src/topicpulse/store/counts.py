@@ -11,6 +11,8 @@ from topicpulse.models import SpikeEpisode, StoredPaper
 from topicpulse.store import rows
 from topicpulse.store.database import Database
 
+_TOPICS_PER_STATEMENT = 40  # 40 topics × 13 windows × 3 parameters stays far under SQLite's limit
+
 
 class CountQueries(Database):
     """Momentum counts, topic and query papers, spike episodes (part of ``Store``)."""
@@ -53,6 +55,34 @@ class CountQueries(Database):
             args,
         )
         return [int(v) for v in row] if row else []
+
+    async def topics_windows(
+        self, edges: Sequence[str], topic_ids: Sequence[int]
+    ) -> dict[int, tuple[list[int], int]]:
+        """For each topic: its papers in each window [edges[i], edges[i+1]) and its papers in
+        all, as index range counts — a few statements for any number of topics (a reply to
+        /list reads once, not twice per followed topic)."""
+        found: dict[int, tuple[list[int], int]] = {}
+        windows = list(itertools.pairwise(edges))
+        per_topic = [
+            "(SELECT count(*) FROM topic_papers WHERE topic_id = ? AND published >= ?"
+            " AND published < ?)"
+        ] * len(windows) + ["(SELECT count(*) FROM topic_papers WHERE topic_id = ?)"]
+        for start in range(0, len(topic_ids), _TOPICS_PER_STATEMENT):
+            chunk = topic_ids[start : start + _TOPICS_PER_STATEMENT]
+            args: list[Any] = []
+            for topic_id in chunk:
+                for lo, hi in windows:
+                    args += [topic_id, lo, hi]
+                args.append(topic_id)
+            row = await self._row(f"SELECT {', '.join(per_topic * len(chunk))}", args)
+            assert row is not None
+            values = [int(v) for v in row]
+            width = len(per_topic)
+            for n, topic_id in enumerate(chunk):
+                counts = values[n * width : (n + 1) * width]
+                found[topic_id] = (counts[:-1], counts[-1])
+        return found
 
     async def count_matches(self, *, topic_id: int | None = None, fts: str | None = None) -> int:
         if topic_id is not None:

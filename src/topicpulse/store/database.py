@@ -198,13 +198,17 @@ class Database:
         finally:
             queue.put_nowait(conn)
 
+    # A read is one trip to the reader's thread (execute and fetch together): while a round
+    # keeps other threads busy, every trip back to the event loop waits for the GIL.
     async def _rows(self, sql: str, args: Sequence[Any] = ()) -> list[sqlite3.Row]:
-        async with self._read() as conn, conn.execute(sql, args) as cur:
-            return list(await cur.fetchall())
+        async with self._read() as conn:
+            return list(await conn.execute_fetchall(sql, args))
 
     async def _row(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Row | None:
-        async with self._read() as conn, conn.execute(sql, args) as cur:
-            return await cur.fetchone()
+        """The first row (callers ask for one row: an aggregate, a key or ``LIMIT 1``)."""
+        async with self._read() as conn:
+            found = list(await conn.execute_fetchall(sql, args))
+            return found[0] if found else None
 
     async def _value(self, sql: str, args: Sequence[Any] = ()) -> Any:
         row = await self._row(sql, args)
