@@ -82,7 +82,7 @@ class Corpus:
             for row in self._db.execute(
                 "SELECT p.arxiv_id FROM papers_fts JOIN papers p ON p.id = papers_fts.rowid"
                 " WHERE papers_fts MATCH ?",
-                (ql.compile_query(query),),
+                (ql.to_fts(ql.parse(query, max_length=None)),),
             )
         }
 

@@ -38,6 +38,9 @@ class UnknownTopic(LookupError):
 
 
 _SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+# Curated queries are written once and measured (evaluation/), not typed in a chat: they may be
+# longer than a user's query, within what FTS5 parses comfortably.
+CATALOGUE_QUERY_LENGTH = 1_000
 
 
 def load_catalogue(path: Path | None = None) -> list[CatalogueEntry]:
@@ -54,7 +57,7 @@ def load_catalogue(path: Path | None = None) -> list[CatalogueEntry]:
         if not _SLUG.match(entry.slug):
             raise ValueError(f"catalogue slug {entry.slug!r} must be lowercase words joined by -")
         try:
-            ql.parse(entry.query)
+            ql.parse(entry.query, max_length=CATALOGUE_QUERY_LENGTH)
         except ql.QueryError as exc:
             raise ValueError(f"catalogue topic {entry.name!r}: {exc}") from None
         entries.append(entry)
@@ -76,13 +79,14 @@ async def sync_catalogue(store: Store, entries: list[CatalogueEntry] | None = No
     for entry in entries:
         if stored.get(entry.slug) == (entry.name, entry.description, entry.query, True):
             continue  # unchanged: no write
+        node = ql.parse(entry.query, max_length=CATALOGUE_QUERY_LENGTH)
         await store.upsert_catalogue_topic(
             slug=entry.slug,
             name=entry.name,
             description=entry.description,
             query=entry.query,
-            normalised=ql.normalise(entry.query),
-            fts=ql.compile_query(entry.query),
+            normalised=ql.unparse(node),
+            fts=ql.to_fts(node),
         )
     if any(
         active and slug not in {e.slug for e in entries} for slug, (*_, active) in stored.items()
