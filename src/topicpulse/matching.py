@@ -2,10 +2,11 @@
 
 Only the new papers are indexed (``BatchIndex``, an in-memory FTS5 table) and every live
 topic's query runs over that small index (each distinct term once, see ``match_batch``), so a
-round's cost grows with new papers and topics — never with more users. The work runs in a
-worker thread, off the event loop. The matches and the alerts they cause are recorded in one
-transaction (see ``Store.record_matches``); papers first published more than ``ALERT_MAX_AGE``
-ago are matched but never alerted.
+round's cost grows with new papers and topics — never with more users. The work runs off the
+event loop, in a worker process (or thread) that reads the batch from the database file itself.
+The matches and the alerts they cause are recorded in one transaction (see
+``Store.record_matches``); papers first published more than ``ALERT_MAX_AGE`` ago are matched
+but never alerted.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ import json
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from topicpulse import offload
 from topicpulse import query as ql
 from topicpulse.models import StoredPaper, Topic, iso, utcnow
-from topicpulse.store import Store
+from topicpulse.store import BatchRow, Store, read_batch
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +35,13 @@ ALERT_MAX_AGE = timedelta(days=14)
 
 class BatchIndex:
     """An in-memory FTS5 index of a batch of papers, to run many topic queries over just them.
+    The papers come as stored papers or as the store's own rows (``store.BatchRow``).
 
     It uses the store's tokenizer, so a query finds here exactly what it finds in the store.
     Synchronous on purpose: it runs in a worker thread (``asyncio.to_thread``).
     """
 
-    def __init__(self, papers: Iterable[StoredPaper]) -> None:
+    def __init__(self, papers: Iterable[StoredPaper | BatchRow]) -> None:
         self._db = sqlite3.connect(":memory:", check_same_thread=False)
         self._db.execute(
             "CREATE VIRTUAL TABLE batch USING fts5(title, abstract, authors, categories,"
@@ -47,16 +49,7 @@ class BatchIndex:
         )
         self._db.executemany(
             "INSERT INTO batch (rowid, title, abstract, authors, categories) VALUES (?,?,?,?,?)",
-            (
-                (
-                    p.id,
-                    p.title,
-                    p.abstract,
-                    json.dumps(list(p.authors), ensure_ascii=False),
-                    " ".join(p.categories),
-                )
-                for p in papers
-            ),
+            (_row(p) if isinstance(p, StoredPaper) else p for p in papers),
         )
         # one b-tree segment instead of many: prefix and phrase queries read far fewer pages
         self._db.execute("INSERT INTO batch (batch) VALUES ('optimize')")
@@ -70,6 +63,12 @@ class BatchIndex:
         self._db.close()
 
 
+def _row(paper: StoredPaper) -> BatchRow:
+    """The paper's searchable columns exactly as the store holds them (``rows.paper_values``)."""
+    authors = json.dumps(list(paper.authors), ensure_ascii=False)
+    return (paper.id, paper.title, paper.abstract, authors, " ".join(paper.categories))
+
+
 @dataclass(slots=True)
 class MatchRound:
     papers: int = 0
@@ -79,7 +78,9 @@ class MatchRound:
     seconds: float = 0.0
 
 
-def match_batch(papers: list[StoredPaper], topics: list[Topic]) -> dict[int, list[int]]:
+def match_batch(
+    papers: Sequence[StoredPaper | BatchRow], topics: list[Topic]
+) -> dict[int, list[int]]:
     """Topic id → ids of the papers in ``papers`` it matches (papers already matched skipped).
 
     Thousands of topics share their terms ("llm", ``ti:agent*``, "reward model" …), so each
@@ -119,6 +120,20 @@ def match_batch(papers: list[StoredPaper], topics: list[Topic]) -> dict[int, lis
         index.close()
 
 
+def match_stored(
+    path: str, after: int, limit: int, topics: list[Topic]
+) -> tuple[int, int, dict[int, list[int]]]:
+    """``match_batch`` over the next ``limit`` papers stored after row ``after``, read from the
+    database file here (a worker process or thread) rather than sent by the event loop: (papers
+    read, the last one's row id, topic id → matched paper ids)."""
+    rows = read_batch(path, after, limit)
+    if not rows:
+        return 0, after, {}
+    through = rows[-1][0]
+    pending = [t for t in topics if t.matched_through < through]
+    return len(rows), through, match_batch(rows, pending)
+
+
 _PARSED: dict[str, ql.Node] = {}  # stored query → AST, kept across rounds
 _MAX_PARSED = 200_000
 
@@ -130,6 +145,23 @@ def _parsed(query: str) -> ql.Node:
             _PARSED.clear()
         node = _PARSED[query] = ql.parse(query, max_length=None)
     return node
+
+
+async def _match_next(
+    store: Store, after: int, limit: int, topics: list[Topic], *, in_process: bool
+) -> tuple[int, int, dict[int, list[int]]]:
+    """Match the next batch: read and matched in the worker when the store is a file (nothing
+    but topics and ids crosses to it), else read here and matched in a thread."""
+    if store.file_backed():
+        if in_process:
+            return await offload.run(match_stored, store.path, after, limit, topics)
+        return await asyncio.to_thread(match_stored, store.path, after, limit, topics)
+    papers = await store.papers_after(after, limit=limit)
+    if not papers:
+        return 0, after, {}
+    through = papers[-1].id
+    pending = [t for t in topics if t.matched_through < through]
+    return len(papers), through, await asyncio.to_thread(match_batch, papers, pending)
 
 
 async def match_new_papers(
@@ -162,22 +194,18 @@ async def match_new_papers(
         topics = await store.live_topics()
     after = min(t.matched_through for t in topics)
     while after < through:
-        papers = await store.papers_after(after, limit=batch_papers)
-        if not papers:
+        count, batch_through, matches = await _match_next(
+            store, after, batch_papers, topics, in_process=in_process
+        )
+        if not count:
             break
-        batch_through = papers[-1].id
-        pending = [t for t in topics if t.matched_through < batch_through]
-        if in_process:
-            matches = await offload.run(match_batch, papers, pending)
-        else:
-            matches = await asyncio.to_thread(match_batch, papers, pending)
         result.alerts_queued += await store.record_matches(
             matches,
             batch_after=after,
             batch_through=batch_through,
             alert_published_since=iso(clock() - ALERT_MAX_AGE) if alerts else None,
         )
-        result.papers += len(papers)
+        result.papers += count
         result.matches += sum(len(ids) for ids in matches.values())
         after = batch_through
     result.seconds = time.monotonic() - started

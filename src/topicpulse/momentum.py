@@ -6,6 +6,7 @@ store with indexed range counts, so they equal what ``preview`` lists for the sa
 
 from __future__ import annotations
 
+import asyncio
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from topicpulse.wording import plural
 WINDOW = timedelta(days=28)
 WEEKS = 12
 SPARK_BARS = "▁▂▃▄▅▆▇█"
+YIELD_EVERY = 50  # topics computed or checked between two chances for replies to run
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +146,12 @@ async def compute_many(store: Store, topics: list[Topic], *, as_of: datetime) ->
     if not topics:
         return []
     found = await store.topics_windows([iso(p) for p in _points(as_of)], [t.id for t in topics])
-    return [_assemble(t, "", as_of, *found[t.id], all_last) for t in topics]
+    result = []
+    for n, t in enumerate(topics, start=1):
+        if n % YIELD_EVERY == 0:  # hundreds of topics (spike detection): let replies run
+            await asyncio.sleep(0)
+        result.append(_assemble(t, "", as_of, *found[t.id], all_last))
+    return result
 
 
 # ---------------------------------------------------------------------------------- wording
@@ -232,7 +239,9 @@ async def detect_spikes(
     opened: list[int] = []
     episodes = await store.open_episodes([t.id for t in topics])
     moments = await compute_many(store, topics, as_of=now)
-    for topic, m in zip(topics, moments, strict=True):
+    for n, (topic, m) in enumerate(zip(topics, moments, strict=True), start=1):
+        if n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
         check = check_spike(m, thresholds)
         episode = episodes.get(topic.id)
         if check.spiking:

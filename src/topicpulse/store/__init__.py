@@ -24,12 +24,13 @@ from topicpulse.store.database import (
     migrations_dir,
 )
 from topicpulse.store.outbox import OutboxQueries
-from topicpulse.store.papers import BackfillWindow, PaperQueries
+from topicpulse.store.papers import BackfillWindow, BatchRow, PaperQueries, read_batch
 from topicpulse.store.topics import TopicQueries
 
 __all__ = [
     "CHAT_SETTINGS",
     "BackfillWindow",
+    "BatchRow",
     "Migration",
     "MigrationError",
     "Store",
@@ -37,6 +38,7 @@ __all__ = [
     "interactive",
     "load_migrations",
     "migrations_dir",
+    "read_batch",
 ]
 
 

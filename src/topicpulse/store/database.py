@@ -82,6 +82,12 @@ def load_migrations(folder: Path | None = None) -> list[Migration]:
     return found
 
 
+def read_only_uri(path: str | Path) -> str:
+    """The URI that opens the database file at ``path`` read-only (WAL: it sees what the writer
+    last committed, and never blocks it)."""
+    return f"{Path(path).resolve().as_uri()}?mode=ro"
+
+
 async def _connect(target: str, *, uri: bool = False) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(target, isolation_level=None, uri=uri)
     conn.row_factory = aiosqlite.Row  # rows are read by column name
@@ -137,7 +143,7 @@ class Database:
             if migrate:
                 await store.migrate()
             if str(path) != ":memory:":  # an in-memory database has no second connection
-                target = f"{Path(path).resolve().as_uri()}?mode=ro"
+                target = read_only_uri(path)
                 for _ in range(readers):
                     opened.append(await _connect(target, uri=True))
             store._add_readers(opened)

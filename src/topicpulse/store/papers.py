@@ -4,6 +4,8 @@ and the days a backfill has completed."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +14,7 @@ import aiosqlite
 
 from topicpulse.models import Paper, RunStats, StoredPaper, UpsertResult
 from topicpulse.store import rows
-from topicpulse.store.database import Database
+from topicpulse.store.database import Database, read_only_uri
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,6 +137,10 @@ class PaperQueries(Database):
             found.append(rows.stored_paper(row))
         return found
 
+    def file_backed(self) -> bool:
+        """Whether other processes can open this database (``read_batch``): not ``:memory:``."""
+        return self.path != ":memory:"
+
     async def max_paper_id(self) -> int:
         return int(await self._value("SELECT coalesce(max(id), 0) FROM papers"))
 
@@ -221,3 +227,20 @@ class PaperQueries(Database):
             "SELECT window_start FROM backfill_windows WHERE categories = ?", (categories,)
         )
         return {r["window_start"] for r in found}
+
+
+# A batch's searchable text as the FTS index holds it: (id, title, abstract, authors, categories).
+BatchRow = tuple[int, str, str, str, str]
+
+
+def read_batch(path: str, after: int, limit: int) -> list[BatchRow]:
+    """The searchable columns of up to ``limit`` papers stored after row ``after``, read straight
+    from the database file — synchronous, for a worker process or thread (matching reads its
+    batch itself rather than receive thousands of pickled papers from the bot's event loop)."""
+    with contextlib.closing(sqlite3.connect(read_only_uri(path), uri=True)) as db:
+        db.execute("PRAGMA busy_timeout=10000")
+        return db.execute(
+            "SELECT id, title, abstract, authors, categories FROM papers WHERE id > ?"
+            " ORDER BY id LIMIT ?",
+            (after, limit),
+        ).fetchall()
