@@ -766,14 +766,16 @@ async def test_new_papers_alert_each_chat_exactly_once(bot: Bot) -> None:
     assert alert.text is not None and alert.text.startswith("🆕 <b>3 new papers</b>\n\n")
     assert sorted(links(alert)) == ["2611.00101", "2611.00102", "2611.00104"]
     for arxiv_id in ("2611.00101", "2611.00104"):
-        tags = block_of(alert, arxiv_id).split("\n")[-1]
-        assert sorted(tags.split(" · ")) == [f"#{RL}", "#grpo AND reasoning"]
-    assert block_of(alert, "2611.00102").split("\n")[-1] == f"#{RL}"
+        followed, others = tag_line(block_of(alert, arxiv_id))
+        assert sorted(followed) == [f"#{RL}", "#grpo AND reasoning"]
+        assert "#Group Relative Policy Optimization" in others  # every catalogue tag, after
+    assert tag_line(block_of(alert, "2611.00102"))[0] == [f"#{RL}"]
     assert alert.link_preview_disabled  # several papers: no preview
     [alert] = new(other)
     assert alert.text is not None and alert.text.startswith("🆕 <b>2 new papers</b>\n\n")
     assert sorted(links(alert)) == ["2611.00101", "2611.00104"]
-    assert block_of(alert, "2611.00101").split("\n")[-1] == "#grpo AND reasoning"
+    followed, others = tag_line(block_of(alert, "2611.00101"))
+    assert followed == ["#grpo AND reasoning"] and f"#{RL}" in others  # not followed here
     assert new(bystander) == []
 
     # A new version of an alerted paper, and a round that finds nothing new: no messages.
@@ -887,13 +889,22 @@ async def test_group_migrated_to_supergroup_gets_alerts_at_the_new_id(bot: Bot) 
     bot.fake.calls.remove(upgraded[0])  # expected; the fixture checks for any other 400
 
 
+def tag_line(block: str) -> tuple[list[str], list[str]]:
+    """A card's last line: (the tags the chat follows, marked bold; the other tags)."""
+    pieces = re.sub(r" \+\d+$", "", block.split("\n")[-1]).split(" · ")
+    followed = [p.removeprefix("<b>").removesuffix("</b>") for p in pieces if p.startswith("<b>")]
+    return followed or pieces, [p for p in pieces if not p.startswith("<b>")] if followed else []
+
+
 # ---------------------------------------------------------------------------------- digests
 def digest_groups(message: SentMessage) -> dict[str, list[str]]:
     """A digest as {heading line: sorted arXiv ids listed under it}."""
     assert message.text is not None
     groups: dict[str, list[str]] = {}
     for section in message.text.split("\n\n"):
-        heading, *entries = section.split("\n")
+        heading, *lines = section.split("\n")
+        # each entry: its line, then its abstract in a collapsed quote
+        entries = [e for e in lines if not e.startswith("<blockquote expandable>")]
         assert all(e.startswith("• <a href=") for e in entries), section
         groups[heading] = sorted(i for e in entries for i in re.findall(r"abs/([\d.]+)", e))
     return groups

@@ -3,6 +3,7 @@ within Telegram's limits; long lists split between papers; digests group by topi
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 from datetime import UTC, datetime
@@ -32,7 +33,7 @@ PROPERTY = settings(
     max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                             HealthCheck.too_slow]
 )  # fmt: skip
-ALLOWED_TAGS = {"b", "i", "a", "code", "pre"}
+ALLOWED_TAGS = {"b", "i", "a", "code", "pre", "blockquote"}
 AS_OF = datetime(2026, 5, 23, tzinfo=UTC)
 _ids = itertools.count(1)
 
@@ -345,3 +346,47 @@ def test_momentum_text_wording() -> None:
         "📈 <b>RL &lt;for&gt; LMs is spiking</b>\n36 papers in the last four weeks, up 71% on"
         " the four weeks before. 3.5% of all new papers.\n<i>4-week count up 71% (21 → 36)</i>"
     )
+
+
+# ------------------------------------------------------------------------- the paper card
+def _card_paper(n: int, abstract: str, **extra: str | None) -> StoredPaper:
+    return dataclasses.replace(_paper(n, f"Card {n}"), abstract=abstract, **extra)
+
+
+def test_a_card_carries_its_abstract_collapsed_its_note_and_every_tag_followed_first() -> None:
+    paper = _card_paper(
+        3, "We bound $x<y$ & show   <b>it</b>.", journal_ref=None, comment="Accepted at ICML 2026"
+    )
+    followed = [_topic(2, "RL for Language Models")]
+    others = [_topic(5, "Knowledge Distillation"), _topic(2, "RL for Language Models")]
+    block = paper_block(Alert(paper, followed, others))
+    lines = block.split("\n")
+    assert lines[3] == "<i>Accepted at ICML 2026</i>"
+    assert lines[4] == (
+        "<blockquote expandable>We bound $x&lt;y$ &amp; show &lt;b&gt;it&lt;/b&gt;.</blockquote>"
+    )
+    # followed tags first and marked (bold); a tag the chat follows is not repeated
+    assert lines[5] == "<b>#RL for Language Models</b> · #Knowledge Distillation"
+    assert_valid(block)
+    # a journal reference wins over the comment
+    with_ref = dataclasses.replace(paper, journal_ref="Phys. Rev. D 1 & 2")
+    assert "<i>Phys. Rev. D 1 &amp; 2</i>" in paper_block(Alert(with_ref, followed))
+
+
+def test_a_long_abstract_is_shortened_inside_its_quote_and_every_message_stays_valid() -> None:
+    hostile = "<&> $\\alpha$ " * 2_000  # ~26 kB of characters that all grow when escaped
+    batch = [Alert(_card_paper(n, hostile), [_topic(1, "RL")]) for n in range(1, 30)]
+    messages = alert_messages(batch)
+    for message in messages:
+        assert_valid(message)
+        assert message.count("<blockquote expandable>") == message.count("</blockquote>")
+    _each_once(messages, [a.paper for a in batch])
+    quote = re.search(r"<blockquote expandable>(.*?)</blockquote>", messages[0])
+    assert quote is not None and quote.group(1).endswith("…")
+    # lists (digests, /latest, /search) carry a shorter abstract than an alert's card
+    listed = paper_list([a.paper for a in batch[:3]], header="<b>Latest</b>")
+    assert all(m.count("<blockquote expandable>") == m.count("</blockquote>") for m in listed)
+    digest = digest_messages(batch[:3], period="daily")
+    assert "<blockquote expandable>" in digest[0]
+    shown = re.search(r"<blockquote expandable>(.*?)</blockquote>", listed[0])
+    assert shown is not None and len(shown.group(1)) < len(quote.group(1))

@@ -21,7 +21,10 @@ MAX_CAPTION = 1024
 MAX_TITLE = 300
 MAX_NAME = 80
 SHOWN_AUTHORS = 3
-SHOWN_TAGS = 4
+SHOWN_TAGS = 8  # a paper's topic tags shown (followed ones first); the rest are counted
+MAX_ABSTRACT = 1_200  # characters of an abstract in a card (collapsed: one tap unfolds it)
+MAX_LIST_ABSTRACT = 600  # … in a digest or a /latest and /search list, where cards are many
+MAX_NOTE = 160  # a journal reference or comment ("Accepted at ICML 2026")
 CATCH_UP_TOPICS = 8  # topics a catch-up lists, each with its count, /latest and a button
 BUTTON_NAME = 32  # characters of a topic's name on a button
 
@@ -46,31 +49,56 @@ def authors_line(authors: Sequence[str]) -> str:
     return esc(shown + (f" +{more}" if more > 0 else "")) if authors else "unknown authors"
 
 
-def topic_tags(topics: Sequence[Topic]) -> str:
-    names = [shorten(t.name, MAX_NAME) for t in topics[:SHOWN_TAGS]]
-    more = len(topics) - SHOWN_TAGS
-    return " · ".join(f"#{esc(n)}" for n in names) + (f" +{more}" if more > 0 else "")
+def topic_tags(topics: Sequence[Topic], others: Sequence[Topic] = ()) -> str:
+    """``#Name`` tags: ``topics`` (the ones the chat follows) first and in bold, then ``others``
+    (catalogue topics the paper also matches); past ``SHOWN_TAGS`` only counted."""
+    followed = {t.id for t in topics}
+    tags = [*topics, *(t for t in others if t.id not in followed)]
+    shown = []
+    for t in tags[:SHOWN_TAGS]:
+        tag = f"#{esc(shorten(t.name, MAX_NAME))}"
+        shown.append(f"<b>{tag}</b>" if t.id in followed and others else tag)
+    more = len(tags) - SHOWN_TAGS
+    return " · ".join(shown) + (f" +{more}" if more > 0 else "")
+
+
+def abstract_quote(abstract: str, limit: int = MAX_ABSTRACT) -> str:
+    """The abstract in a collapsed quote (Telegram shows its first lines; a tap unfolds it).
+    Shortened, never cut inside an entity: the text is escaped after shortening."""
+    text = shorten(abstract, limit)
+    return f"<blockquote expandable>{esc(text)}</blockquote>" if text else ""
+
+
+def note_line(paper: StoredPaper) -> str:
+    """The journal reference, else the authors' comment ("Accepted at ICML 2026"), in italics."""
+    note = paper.journal_ref or paper.comment
+    return f"<i>{esc(shorten(note, MAX_NOTE))}</i>" if note and note.strip() else ""
 
 
 @dataclass(frozen=True, slots=True)
 class Alert:
-    """A paper for one chat, with the chat's topics that matched it."""
+    """A paper for one chat: the chat's topics that matched it (``topics``) and the other
+    catalogue topics it matches (``other_tags``)."""
 
     paper: StoredPaper
     topics: Sequence[Topic]
+    other_tags: Sequence[Topic] = ()
 
 
 def paper_block(alert: Alert) -> str:
-    """One paper: linked bold title, authors, category · date, the chat's topic tags, PDF."""
+    """One paper's card: linked bold title, authors, category · date · PDF, the journal
+    reference or comment, the abstract (collapsed), and its topic tags (followed first)."""
     p = alert.paper
     lines = [
         f'<b><a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a></b>',
         authors_line(p.authors),
         f'{esc(p.primary_category)} · {p.published[:10]} · <a href="{esc(p.pdf_url)}">PDF</a>',
+        note_line(p),
+        abstract_quote(p.abstract),
     ]
-    if alert.topics:
-        lines.append(topic_tags(alert.topics))
-    return "\n".join(lines)
+    if alert.topics or alert.other_tags:
+        lines.append(topic_tags(alert.topics, alert.other_tags))
+    return "\n".join(line for line in lines if line)
 
 
 def pack(
@@ -164,10 +192,12 @@ def digest_line(alert: Alert) -> str:
         if p.authors
         else ""
     )
-    return (
+    line = (
         f'• <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>'
         f" — {esc(first)} · {esc(p.primary_category)}"
     )
+    quote = abstract_quote(p.abstract, MAX_LIST_ABSTRACT)
+    return f"{line}\n{quote}" if quote else line
 
 
 def catch_up(
@@ -248,6 +278,8 @@ def paper_list(
             f'{n}. <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>\n'
             f"   {authors_line(p.authors)} · {esc(p.primary_category)} · {p.published[:10]}"
         )
+        if quote := abstract_quote(p.abstract, MAX_LIST_ABSTRACT):
+            line += f"\n{quote}"
         if tags and tags.get(p.id):
             line += f"\n   {topic_tags(tags[p.id])}"
         blocks.append(line)

@@ -150,5 +150,6 @@ async def search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         return
     count = await tp.store.count_matches(fts=fts)
     header = views.search_header(count, text, len(papers))
-    for message in formatting.paper_list(papers, header=header):
+    tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
+    for message in formatting.paper_list(papers, header=header, tags=tags):
         await reply(update, message)

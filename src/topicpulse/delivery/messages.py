@@ -64,8 +64,10 @@ async def paper_messages(
     if not by_paper:
         return []
     papers = await store.papers_by_ids(list(by_paper))
-    tags = await store.chat_topics_for_papers(chat_id, [p.id for p in papers])
-    alerts = [formatting.Alert(p, tags.get(p.id, [])) for p in papers]
+    ids = [p.id for p in papers]
+    tags = await store.chat_topics_for_papers(chat_id, ids)
+    catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
+    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
     if digest_period:
         packed = formatting.pack_digest(alerts, period=digest_period)
     else:
