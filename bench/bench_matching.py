@@ -105,7 +105,7 @@ def vocabulary(queries: list[str], papers: list[Paper]) -> tuple[list[str], list
     specific: set[str] = set()
     broad: set[str] = set()
     for text in queries:
-        for term in ql.terms(ql.parse(text)):
+        for term in ql.terms(ql.parse(text, max_length=None)):
             (broad if len(term.tokens) == 1 else specific).add(ql.unparse(term))
     bigrams: Counter[tuple[str, str]] = Counter()
     for paper in papers:
