@@ -535,3 +535,18 @@ async def test_client_treats_html_with_status_200_as_feed_error() -> None:
         assert [r.kind for r in fake.requests] == ["html", "ok"]
         assert all(r.user_agent == USER_AGENT for r in fake.requests)
         assert USER_AGENT.startswith("topicpulse/")
+
+
+def test_affiliations_are_read_per_author_distinct_and_in_order() -> None:
+    entry = (
+        "<entry><id>http://arxiv.org/abs/2401.00002v1</id><title>T</title>"
+        "<summary>x</summary><published>2024-01-01T10:00:00Z</published>"
+        "<author><name>A. One</name><arxiv:affiliation>Lab &amp; Co</arxiv:affiliation>"
+        "<arxiv:affiliation> Second\n  Place </arxiv:affiliation></author>"
+        "<author><name>B. Two</name><arxiv:affiliation>Lab &amp; Co</arxiv:affiliation></author>"
+        "<author><name>C. Three</name><arxiv:affiliation>  </arxiv:affiliation></author>"
+        "<author><name>D. Four</name></author></entry>"
+    )
+    (paper,) = parse_feed(_feed_with_entries(entry)).papers
+    assert paper.authors == ("A. One", "B. Two", "C. Three", "D. Four")
+    assert paper.affiliations == ("Lab & Co", "Second Place")

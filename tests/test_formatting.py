@@ -367,6 +367,10 @@ def test_a_card_carries_its_abstract_collapsed_its_note_and_every_tag_followed_f
     )
     # followed tags first and marked (bold); a tag the chat follows is not repeated
     assert lines[5] == "<b>#RL for Language Models</b> · #Knowledge Distillation"
+    # the authors' institutions, when arXiv gives them, under the authors
+    places = ("Lab <A> & Co", "B", "C", "D")
+    placed = paper_block(Alert(dataclasses.replace(paper, affiliations=places), followed))
+    assert placed.split("\n")[2] == "🏛 Lab &lt;A&gt; &amp; Co · B · C +1"
     assert_valid(block)
     # a journal reference wins over the comment
     with_ref = dataclasses.replace(paper, journal_ref="Phys. Rev. D 1 & 2")

@@ -350,3 +350,15 @@ async def test_a_users_read_goes_ahead_of_background_reads(store: Store) -> None
     release.set()
     await asyncio.gather(*holders)
     assert await background == 1
+
+
+async def test_affiliations_are_stored_and_arriving_later_update_the_paper(store: Store) -> None:
+    paper = make_paper("2605.00011", "2026-05-01T10:00:00Z")
+    await store.upsert_papers([paper])
+    stored = await store.get_paper("2605.00011")
+    assert stored is not None and stored.affiliations == ()
+    placed = dataclasses.replace(paper, affiliations=("Lab & Co", "Université Ouest"))
+    result = await store.upsert_papers([placed])
+    assert (result.new, result.updated) == (0, 1)
+    stored = await store.get_paper("2605.00011")
+    assert stored is not None and stored.affiliations == ("Lab & Co", "Université Ouest")

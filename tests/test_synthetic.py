@@ -192,7 +192,7 @@ async def test_jsonl_round_trip_through_the_importer(
     expected = [
         dataclasses.replace(p, version=1, published=f"{p.published[:10]}T00:00:00Z",
                             updated=f"{p.published[:10]}T00:00:00Z", comment=None,
-                            journal_ref=None, doi=None)
+                            journal_ref=None, doi=None, affiliations=())
         for p in papers
     ]  # fmt: skip
     assert read_papers_file(path) == expected

@@ -130,7 +130,11 @@ def parse_entry(entry: ET.Element) -> Paper | None:
     terms = [None if primary is None else primary.get("term")]
     terms += [tag.get("term") for tag in entry.findall(f"{_ATOM}category")]
     categories = tuple(dict.fromkeys(_clean(t) for t in terms if t and t.strip()))
-    authors = (_clean(_text(a, f"{_ATOM}name")) for a in entry.findall(f"{_ATOM}author"))
+    people = entry.findall(f"{_ATOM}author")
+    authors = (_clean(_text(a, f"{_ATOM}name")) for a in people)
+    affiliations = (
+        _clean("".join(tag.itertext())) for a in people for tag in a.findall(f"{_ARXIV}affiliation")
+    )
     return Paper(
         arxiv_id=match.group("id"),
         version=int(match.group("version") or 1),
@@ -144,6 +148,7 @@ def parse_entry(entry: ET.Element) -> Paper | None:
         comment=_optional(_text(entry, f"{_ARXIV}comment")),
         journal_ref=_optional(_text(entry, f"{_ARXIV}journal_ref")),
         doi=_optional(_text(entry, f"{_ARXIV}doi")),
+        affiliations=tuple(dict.fromkeys(a for a in affiliations if a)),
     )
 
 

@@ -49,6 +49,15 @@ def authors_line(authors: Sequence[str]) -> str:
     return esc(shown + (f" +{more}" if more > 0 else "")) if authors else "unknown authors"
 
 
+def affiliations_line(affiliations: Sequence[str]) -> str:
+    """The authors' institutions, as arXiv gives them (often not at all: then nothing)."""
+    if not affiliations:
+        return ""
+    shown = " · ".join(shorten(a, MAX_NAME) for a in affiliations[:SHOWN_AUTHORS])
+    more = len(affiliations) - SHOWN_AUTHORS
+    return f"🏛 {esc(shown)}" + (f" +{more}" if more > 0 else "")
+
+
 def topic_tags(topics: Sequence[Topic], others: Sequence[Topic] = ()) -> str:
     """``#Name`` tags: ``topics`` (the ones the chat follows) first and in bold, then ``others``
     (catalogue topics the paper also matches); past ``SHOWN_TAGS`` only counted."""
@@ -86,12 +95,14 @@ class Alert:
 
 
 def paper_block(alert: Alert) -> str:
-    """One paper's card: linked bold title, authors, category · date · PDF, the journal
-    reference or comment, the abstract (collapsed), and its topic tags (followed first)."""
+    """One paper's card: linked bold title, authors, their institutions (when arXiv gives
+    them), category · date · PDF, the journal reference or comment, the abstract (collapsed),
+    and its topic tags (followed first)."""
     p = alert.paper
     lines = [
         f'<b><a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a></b>',
         authors_line(p.authors),
+        affiliations_line(p.affiliations),
         f'{esc(p.primary_category)} · {p.published[:10]} · <a href="{esc(p.pdf_url)}">PDF</a>',
         note_line(p),
         abstract_quote(p.abstract),

@@ -50,6 +50,7 @@ class Paper(ArxivLinks):
     comment: str | None = None
     journal_ref: str | None = None
     doi: str | None = None
+    affiliations: tuple[str, ...] = ()  # the authors' institutions, distinct, in author order
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class StoredPaper(ArxivLinks):
     comment: str | None = None
     journal_ref: str | None = None
     doi: str | None = None
+    affiliations: tuple[str, ...] = ()  # the authors' institutions, distinct, in author order
 
 
 @dataclass(slots=True)

@@ -190,3 +190,12 @@ DOIS = _split(
     "10.1145/3{d4}.3{d6}|10.1109/TASLP.2026.3{d6}|10.1016/j.artint.2026.10{d4}|"
     "10.18653/v1/2026.acl-long.{d3}|10.1613/jair.1.{d5}"
 )
+
+# Made-up institutions (none is meant to name a real one), one sometimes with an ampersand.
+INSTITUTIONS = (
+    "Northbridge Institute of Technology", "University of Eastvale", "Lakeshore AI Lab",
+    "Ridgeview University", "Harborline Research", "Institute for Applied Reasoning",
+    "Westmoor College", "Summit & Vale Labs", "Coastal Polytechnic", "Greyfield University",
+    "Centre for Learning Systems", "Pinecrest Institute", "Meridian Data Lab",
+    "University of Old Harbor", "Stonegate Research Centre", "Brightwater University",
+)  # fmt: skip

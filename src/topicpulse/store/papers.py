@@ -70,7 +70,7 @@ class PaperQueries(Database):
                     max_before = (await cur.fetchone())["id"]  # type: ignore[index]
                 await conn.executemany(
                     f"INSERT INTO papers ({rows.PAPER_WRITE_COLUMNS}, stored_at)"
-                    " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                    f" VALUES ({rows.marks(inserts[0])})",
                     inserts,
                 )
                 async with conn.execute(

@@ -16,7 +16,7 @@ T = TypeVar("T")
 
 PAPER_COLUMNS = (
     "id, arxiv_id, version, title, abstract, authors, primary_category, categories, "
-    "published, updated, stored_at, comment, journal_ref, doi"
+    "published, updated, stored_at, comment, journal_ref, doi, affiliations"
 )
 
 
@@ -67,6 +67,7 @@ def stored_paper(row: sqlite3.Row) -> StoredPaper:
         comment=row["comment"],
         journal_ref=row["journal_ref"],
         doi=row["doi"],
+        affiliations=tuple(json.loads(row["affiliations"])),
     )
 
 
@@ -85,12 +86,13 @@ def paper_values(paper: Paper) -> tuple[Any, ...]:
         paper.comment,
         paper.journal_ref,
         paper.doi,
+        json.dumps(list(paper.affiliations), ensure_ascii=False),
     )
 
 
 PAPER_WRITE_COLUMNS = (
     "arxiv_id, version, title, abstract, authors, primary_category, categories, published,"
-    " updated, comment, journal_ref, doi"
+    " updated, comment, journal_ref, doi, affiliations"
 )
 
 
