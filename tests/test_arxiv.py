@@ -36,6 +36,7 @@ from topicpulse.arxiv import (
     category_query,
     date_range_query,
     parse_feed,
+    typed_id,
 )
 from topicpulse.models import Paper
 from topicpulse.synthetic import generate_papers, to_atom
@@ -550,3 +551,23 @@ def test_affiliations_are_read_per_author_distinct_and_in_order() -> None:
     (paper,) = parse_feed(_feed_with_entries(entry)).papers
     assert paper.authors == ("A. One", "B. Two", "C. Three", "D. Four")
     assert paper.affiliations == ("Lab & Co", "Second Place")
+
+
+@pytest.mark.parametrize(
+    ("typed", "expected"),
+    [
+        ("2605.01234", "2605.01234"),
+        ("arXiv:2605.01234v2", "2605.01234"),
+        ("https://arxiv.org/abs/2605.01234v3", "2605.01234"),
+        ("arxiv.org/pdf/2605.01234.pdf", "2605.01234"),
+        ("https://www.arxiv.org/html/2605.01234v1/", "2605.01234"),
+        ("hep-th/9901001", "hep-th/9901001"),
+        ("https://arxiv.org/abs/math.GT/0309136v2", "math.GT/0309136"),
+        ("2605.1", None),
+        ("2605.01234 and more", None),
+        ("https://example.org/abs/2605.01234", None),
+        ("<b>2605.01234</b>", None),
+    ],
+)
+def test_what_a_user_types_for_a_paper(typed: str, expected: str | None) -> None:
+    assert typed_id(typed) == expected

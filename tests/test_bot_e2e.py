@@ -1113,3 +1113,35 @@ async def test_a_spike_alerts_followers_with_spikes_on_once(tmp_path: Path) -> N
         await bot.stop()
         await arxiv.close()
         await fake.stop()
+
+
+# ---------------------------------------------------------------------------------- /paper
+async def test_paper_shows_the_whole_card_and_follows_one_of_its_topics(bot: Bot) -> None:
+    card = await bot.say(USER, "/paper https://arxiv.org/abs/2611.00001v1")
+    assert card.text is not None and links(card)[0] == "2611.00001"
+    assert "<blockquote>Group-relative rewards improve multi-step reasoning.</blockquote>" in (
+        card.text
+    )  # unfolded: the whole abstract
+    assert 'href="https://arxiv.org/pdf/2611.00001">PDF</a>' in card.text
+    assert 'href="https://arxiv.org/html/2611.00001">HTML</a>' in card.text
+    followed, others = tag_line(card.text.rsplit("\n", 1)[0])
+    assert f"#{RL}" in followed + others
+    # the chat follows nothing yet: a ➕ for each of the paper's catalogue topics (up to 4)
+    labels = [label for label, _ in card.buttons]
+    assert labels and len(labels) <= 4 and all(label.startswith("➕ Follow ") for label in labels)
+    label, data = card.buttons[0]
+    await bot.press(USER, card, data)
+    [name] = await bot.subscriptions(USER)
+    assert label.removeprefix("➕ Follow ").rstrip("…") in name
+    again = await bot.say(USER, "/paper 2611.00001")
+    assert label not in [label for label, _ in again.buttons]
+    assert again.text is not None and f"<b>#{name}</b>" in again.text  # followed: first, bold
+
+    unknown = await bot.say(USER, "/paper 2611.99999")
+    assert unknown.text is not None and unknown.text.startswith("I have no paper 2611.99999")
+    bad = await bot.say(USER, "/paper <b>not an id</b>")
+    assert bad.text == (
+        "“&lt;b&gt;not an id&lt;/b&gt;” is not an arXiv id or link: try e.g. /paper 2605.01234"
+    )
+    what = await bot.say(USER, "/paper")
+    assert what.text is not None and what.text.startswith("Which paper?")

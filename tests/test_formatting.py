@@ -22,6 +22,7 @@ from topicpulse.formatting import (
     momentum_line,
     momentum_text,
     paper_block,
+    paper_card,
     paper_list,
     spike_caption,
     tg_len,
@@ -394,3 +395,20 @@ def test_a_long_abstract_is_shortened_inside_its_quote_and_every_message_stays_v
     assert "<blockquote expandable>" in digest[0]
     shown = re.search(r"<blockquote expandable>(.*?)</blockquote>", listed[0])
     assert shown is not None and len(shown.group(1)) < len(quote.group(1))
+
+
+def test_the_full_card_unfolds_as_much_abstract_as_one_message_holds() -> None:
+    hostile = "<&> " * 5_000
+    paper = dataclasses.replace(
+        _card_paper(9, hostile, comment="c & d"),
+        title="T <" * 200,
+        affiliations=tuple(f"Place {n} &" for n in range(20)),
+    )
+    tags = [_topic(n, f"Topic {n} & <x>" * 6) for n in range(12)]
+    card = paper_card(paper, tags[:2], tags)
+    assert_valid(card)
+    assert card.count("<blockquote>") == 1 and "<blockquote expandable>" not in card
+    assert tg_len(card) > MAX_MESSAGE - 600  # as much of the abstract as fits
+    assert card.endswith('">HTML</a>')
+    short = paper_card(_card_paper(10, "Short & sweet."), [], [])
+    assert "<blockquote>Short &amp; sweet.</blockquote>" in short

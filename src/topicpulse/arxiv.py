@@ -60,6 +60,24 @@ class FeedPage:
     skipped: int = 0
 
 
+# What a user may type for a paper: an id ("2605.01234", "arXiv:2605.01234v2",
+# "hep-th/9901001") or a link to its abstract, PDF or HTML page.
+_TYPED_ID = re.compile(
+    r"^(?:https?://)?(?:www\.|export\.)?(?:arxiv\.org/(?:abs|pdf|html)/)?(?:arxiv:)?"
+    r"(?P<id>\d{4}\.\d{4,5}|[a-z][a-z.-]*(?:\.[A-Z]{2})?/\d{7})(?:v\d+)?(?:\.pdf)?/?$",
+    re.IGNORECASE,
+)
+
+
+def typed_id(text: str) -> str | None:
+    """The arXiv id (without version) of what a user typed for a paper, or None."""
+    found = _TYPED_ID.match(text.strip())
+    if found is None:
+        return None
+    arxiv_id = found.group("id")
+    return arxiv_id if "/" in arxiv_id else arxiv_id.lower()
+
+
 def category_query(categories: Iterable[str]) -> str:
     """``cat:cs.AI OR cat:cs.CL …`` for the arXiv API's search_query."""
     return " OR ".join(f"cat:{c}" for c in categories)

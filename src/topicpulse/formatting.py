@@ -112,6 +112,29 @@ def paper_block(alert: Alert) -> str:
     return "\n".join(line for line in lines if line)
 
 
+def paper_card(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[Topic]) -> str:
+    """/paper: one paper in full — the card with its abstract unfolded (as long as a message
+    allows), every tag, and the abstract, PDF and HTML links."""
+    links = (
+        f'<a href="{esc(paper.url)}">Abstract</a> · <a href="{esc(paper.pdf_url)}">PDF</a>'
+        f' · <a href="{esc(paper.html_url)}">HTML</a>'
+    )
+    head = [
+        f'<b><a href="{esc(paper.url)}">{esc(shorten(paper.title, MAX_TITLE))}</a></b>',
+        authors_line(paper.authors),
+        affiliations_line(paper.affiliations),
+        f"{esc(paper.primary_category)} · {paper.published[:10]} · v{paper.version}",
+        note_line(paper),
+    ]
+    tail = [topic_tags(followed, others) if followed or others else "", links]
+    fixed = tg_len("\n".join(line for line in [*head, *tail] if line)) + 40
+    abstract = paper.abstract
+    while abstract and tg_len(f"<blockquote>{esc(abstract)}</blockquote>") > MAX_MESSAGE - fixed:
+        abstract = shorten(abstract, len(abstract) * 9 // 10)
+    quote = f"<blockquote>{esc(abstract)}</blockquote>" if abstract else ""
+    return "\n".join(line for line in [*head, quote, *tail] if line)
+
+
 def pack(
     blocks: Iterable[str], *, header: str = "", limit: int = MAX_MESSAGE, separator: str = "\n\n"
 ) -> list[str]:

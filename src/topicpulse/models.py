@@ -20,7 +20,7 @@ def parse_iso(text: str) -> datetime:
 
 
 class ArxivLinks:
-    """The abs and PDF links of anything with an ``arxiv_id``."""
+    """The abs, PDF and HTML links of anything with an ``arxiv_id``."""
 
     __slots__ = ()
     arxiv_id: str
@@ -32,6 +32,10 @@ class ArxivLinks:
     @property
     def pdf_url(self) -> str:
         return f"https://arxiv.org/pdf/{self.arxiv_id}"
+
+    @property
+    def html_url(self) -> str:
+        return f"https://arxiv.org/html/{self.arxiv_id}"
 
 
 @dataclass(frozen=True, slots=True)

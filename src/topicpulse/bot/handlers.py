@@ -47,6 +47,7 @@ COMMANDS: list[tuple[str, str, Handler]] = [
     ("momentum", "How a topic is moving, with a chart", reading.momentum_command),
     ("latest", "Newest papers of a topic", reading.latest),
     ("search", "Search all stored papers", reading.search),
+    ("paper", "One paper in full, by arXiv id or link", reading.paper),
     ("trending", "Rising topics", reading.trending),
     ("unfollow", "Stop following a topic", following.unfollow),
     ("digest", "instant, daily or weekly delivery", chat_settings.digest),

@@ -1,4 +1,4 @@
-"""Reading: /momentum, /trending, /latest, /search, and the catch-up's "latest" button."""
+"""Reading: /momentum, /trending, /latest, /search, /paper, and the catch-up's "latest" button."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from telegram import Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from topicpulse import chats, formatting, momentum, offload
+from topicpulse import arxiv, chats, formatting, momentum, offload
 from topicpulse import query as ql
 from topicpulse.bot import callbacks, views
 from topicpulse.bot.common import (
@@ -17,6 +17,7 @@ from topicpulse.bot.common import (
     command,
     reply,
     reply_lines,
+    reply_view,
     services,
 )
 from topicpulse.charts import render_chart
@@ -153,3 +154,26 @@ async def search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
     for message in formatting.paper_list(papers, header=header, tags=tags):
         await reply(update, message)
+
+
+@command()
+async def paper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/paper <arXiv id or link> — one stored paper in full, with ➕ for its topics."""
+    tp = services(context)
+    text = arg_text(context)
+    if not text:
+        await reply(update, "Which paper? E.g. <code>/paper 2605.01234</code> or its arXiv link.")
+        return
+    arxiv_id = arxiv.typed_id(text)
+    if arxiv_id is None:
+        raise UserError(
+            f"“{shorten(text, 60)}” is not an arXiv id or link: try e.g. /paper 2605.01234"
+        )
+    found = await tp.store.get_paper(arxiv_id)
+    if found is None:
+        await reply(update, views.paper_unknown(arxiv_id))
+        return
+    chat_id = chat_id_of(update)
+    followed = (await tp.store.chat_topics_for_papers(chat_id, [found.id])).get(found.id, [])
+    others = (await tp.store.paper_topics([found.id], kind="catalogue")).get(found.id, [])
+    await reply_view(update, views.paper_view(found, followed, others))

@@ -14,7 +14,7 @@ from zoneinfo import ZoneInfo
 from topicpulse import chats, formatting
 from topicpulse.bot import callbacks
 from topicpulse.formatting import esc, shorten
-from topicpulse.models import Chat, Topic, parse_iso
+from topicpulse.models import Chat, StoredPaper, Topic, parse_iso
 from topicpulse.momentum import Momentum
 from topicpulse.wording import plural
 
@@ -31,7 +31,7 @@ HELP = (
     "• <code>/momentum Reward Modeling</code>\n\n"
     '<b>Queries</b>: words, "phrases", AND, OR, NOT, (…), prefix*, and fields '
     'ti: abs: au: cat: — e.g. <code>ti:"reward model" NOT cat:cs.RO</code>\n\n'
-    "<b>Commands</b>: /topics /follow /unfollow /list /momentum /trending /latest /search "
+    "<b>Commands</b>: /topics /follow /unfollow /list /momentum /trending /latest /search /paper "
     "/digest /timezone /pause /resume /spikes /settings"
 )
 
@@ -123,6 +123,28 @@ def topics_page(topics: Sequence[Topic], words: str, page: int) -> View:
 # ---------------------------------------------------------------------------------- reading
 def ranked(title: str, moments: Sequence[Momentum]) -> list[str]:
     return [title, *(formatting.momentum_line(m) for m in moments)]
+
+
+PAPER_FOLLOW_BUTTONS = 4
+
+
+def paper_view(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[Topic]) -> View:
+    """/paper: the full card, and a ➕ button for each of its catalogue topics not followed."""
+    mine = {t.id for t in followed}
+    new = [t for t in others if t.id not in mine][:PAPER_FOLLOW_BUTTONS]
+    name = formatting.BUTTON_NAME
+    keyboard = [
+        [button(f"➕ Follow {shorten(t.name, name)}", callbacks.FollowTopic(t.id))] for t in new
+    ]
+    return View(formatting.paper_card(paper, followed, others), keyboard)
+
+
+def paper_unknown(arxiv_id: str) -> str:
+    return (
+        f"I have no paper {esc(arxiv_id)}: I keep the papers of this bot's arXiv categories from"
+        f' the last weeks. On arXiv: <a href="https://arxiv.org/abs/{esc(arxiv_id)}">'
+        f"arxiv.org/abs/{esc(arxiv_id)}</a>"
+    )
 
 
 def search_header(count: int, query: str, shown: int) -> str:
