@@ -1145,3 +1145,13 @@ async def test_paper_shows_the_whole_card_and_follows_one_of_its_topics(bot: Bot
     )
     what = await bot.say(USER, "/paper")
     assert what.text is not None and what.text.startswith("Which paper?")
+
+
+async def test_latest_reads_a_name_that_ends_in_a_number_as_a_name(bot: Bot) -> None:
+    """'/latest grpo 2' is the followed query "grpo 2", not "grpo" and a count of 2."""
+    await bot.say(USER, "/follow grpo 2")
+    latest = await bot.say(USER, "/latest grpo 2")
+    assert latest.text is not None and latest.text.startswith("🗞 <b>Latest in grpo 2</b>")
+    assert "2611.00002" in links(latest)
+    counted = await bot.say(USER, f"/latest {RL} 2")  # no topic is called "… 2": a count
+    assert links(counted) == ["2611.00001", "2611.00002"]

@@ -92,10 +92,20 @@ def parse_latest(args: list[str]) -> tuple[str, int]:
 async def latest(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """/latest <name> [n] — newest papers of a topic (n ≤ 20)."""
     tp = services(context)
-    text, count = parse_latest(arg_text(context).split())
+    words = arg_text(context).split()
+    text, count = parse_latest(list(words))
     if not text:
         await reply(update, "Which topic? E.g. <code>/latest Reward Modeling 5</code>.")
         return
+    whole = " ".join(words)
+    if text != whole:  # a name that ends in a number ("GPT 4") is a name first, then a count
+        try:
+            topic = await chats.any_topic(tp.store, chat_id_of(update), whole)
+        except UserError:
+            pass
+        else:
+            await _send_latest(update, context, topic, LATEST_DEFAULT)
+            return
     topic = await chats.any_topic(tp.store, chat_id_of(update), text)
     await _send_latest(update, context, topic, count)
 
