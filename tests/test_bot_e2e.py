@@ -1127,9 +1127,11 @@ async def test_paper_shows_the_whole_card_and_follows_one_of_its_topics(bot: Bot
     followed, others = tag_line(card.text.rsplit("\n", 1)[0])
     assert f"#{RL}" in followed + others
     # the chat follows nothing yet: a ➕ for each of the paper's catalogue topics (up to 4)
-    labels = [label for label, _ in card.buttons]
+    more, *follows = card.buttons
+    assert more[0] == "🔁 More like this"
+    labels = [label for label, _ in follows]
     assert labels and len(labels) <= 4 and all(label.startswith("➕ Follow ") for label in labels)
-    label, data = card.buttons[0]
+    label, data = follows[0]
     await bot.press(USER, card, data)
     [name] = await bot.subscriptions(USER)
     assert label.removeprefix("➕ Follow ").rstrip("…") in name
@@ -1155,3 +1157,19 @@ async def test_latest_reads_a_name_that_ends_in_a_number_as_a_name(bot: Bot) -> 
     assert "2611.00002" in links(latest)
     counted = await bot.say(USER, f"/latest {RL} 2")  # no topic is called "… 2": a count
     assert links(counted) == ["2611.00001", "2611.00002"]
+
+
+async def test_similar_lists_the_papers_most_like_one_by_command_and_by_button(bot: Bot) -> None:
+    similar = await bot.say(USER, "/similar 2611.00001")
+    assert similar.text is not None and similar.text.startswith("🔁 <b>Most like</b>")
+    found = links(similar)
+    assert "2611.00001" not in found and 1 <= len(found) <= 5
+    assert found[0] in {"2611.00002", "2611.00003"}  # same title words and the same abstract
+    assert "2611.00008" not in found[:3]  # molecules: nothing in common but stopwords
+    card = await bot.say(USER, "/paper 2611.00001")
+    sent, answer = await bot.press(USER, card, dict(card.buttons)["🔁 More like this"])
+    assert [links(m) for m in sent] == [found] and answer.get("text") in (None, "")
+    forged, answer = await bot.press(USER, card, "m:99999", forged=True)
+    assert forged == [] and answer["text"] == "This button has expired."
+    bad = await bot.say(USER, "/similar nothing")
+    assert bad.text is not None and "is not an arXiv id or link" in bad.text

@@ -58,13 +58,21 @@ class LatestOf:
     topic_id: int
 
 
-Button = FollowTopic | Undo | UnfollowFromList | TopicsPage | LatestOf
+@dataclass(frozen=True, slots=True)
+class MoreLike:
+    """ "More like this" under a /paper card: the stored papers most like that one."""
+
+    paper_id: int
+
+
+Button = FollowTopic | Undo | UnfollowFromList | TopicsPage | LatestOf | MoreLike
 
 _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"f:{_ID}"), FollowTopic),
     (re.compile(rf"u:{_ID}"), Undo),
     (re.compile(rf"ul:{_ID}"), UnfollowFromList),
     (re.compile(rf"l:{_ID}"), LatestOf),
+    (re.compile(rf"m:{_ID}"), MoreLike),
 ]
 _PAGE_WORDS = re.compile(rf"tp:{_PAGE}(?::(.+))?", re.DOTALL)
 _PAGE_KEY = re.compile(rf"tp:{_PAGE}#([0-9a-f]{{12}})")
@@ -80,6 +88,8 @@ def encode(button: Button) -> str:
         if len(data.encode("utf-8")) > MAX_DATA:
             data = f"tp:{button.page}#{button.key or filter_key(button.words)}"
         return data
+    if isinstance(button, MoreLike):
+        return f"m:{button.paper_id}"
     prefix = {FollowTopic: "f", Undo: "u", UnfollowFromList: "ul", LatestOf: "l"}[type(button)]
     return f"{prefix}:{button.topic_id}"
 

@@ -48,6 +48,7 @@ COMMANDS: list[tuple[str, str, Handler]] = [
     ("latest", "Newest papers of a topic", reading.latest),
     ("search", "Search all stored papers", reading.search),
     ("paper", "One paper in full, by arXiv id or link", reading.paper),
+    ("similar", "Stored papers most like one paper", reading.similar),
     ("trending", "Rising topics", reading.trending),
     ("unfollow", "Stop following a topic", following.unfollow),
     ("digest", "instant, daily or weekly delivery", chat_settings.digest),
@@ -95,6 +96,8 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 await following.unfollow_button(update, context, button)
             case callbacks.LatestOf():
                 await reading.latest_button(update, context, button)
+            case callbacks.MoreLike():
+                await reading.more_like_button(update, context, button)
 
 
 # ---------------------------------------------------------------------------------- fallbacks

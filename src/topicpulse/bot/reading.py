@@ -1,4 +1,5 @@
-"""Reading: /momentum, /trending, /latest, /search, /paper, and the catch-up's "latest" button."""
+"""Reading: /momentum, /trending, /latest, /search, /paper, /similar, and the buttons that show
+papers (a catch-up's "latest", a card's "More like this")."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from telegram import Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from topicpulse import arxiv, chats, formatting, momentum, offload
+from topicpulse import arxiv, chats, formatting, momentum, offload, similarity
 from topicpulse import query as ql
 from topicpulse.bot import callbacks, views
 from topicpulse.bot.common import (
@@ -23,9 +24,10 @@ from topicpulse.bot.common import (
 from topicpulse.charts import render_chart
 from topicpulse.chats import UserError
 from topicpulse.formatting import esc, shorten
-from topicpulse.models import Topic
+from topicpulse.models import StoredPaper, Topic
 
 LATEST_DEFAULT, LATEST_MAX = 5, 20
+SIMILAR = 5  # papers /similar and "More like this" show
 _COUNT = re.compile(r"[0-9]{1,3}")  # ASCII digits only: "²" and "①" are not counts
 
 
@@ -166,24 +168,70 @@ async def search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await reply(update, message)
 
 
-@command()
-async def paper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/paper <arXiv id or link> — one stored paper in full, with ➕ for its topics."""
-    tp = services(context)
+async def _typed_paper(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, command: str
+) -> StoredPaper | None:
+    """The stored paper the command's argument names; None when a reply already said why."""
     text = arg_text(context)
     if not text:
-        await reply(update, "Which paper? E.g. <code>/paper 2605.01234</code> or its arXiv link.")
-        return
+        await reply(
+            update, f"Which paper? E.g. <code>/{command} 2605.01234</code> or its arXiv link."
+        )
+        return None
     arxiv_id = arxiv.typed_id(text)
     if arxiv_id is None:
         raise UserError(
-            f"“{shorten(text, 60)}” is not an arXiv id or link: try e.g. /paper 2605.01234"
+            f"“{shorten(text, 60)}” is not an arXiv id or link: try e.g. /{command} 2605.01234"
         )
-    found = await tp.store.get_paper(arxiv_id)
+    found = await services(context).store.get_paper(arxiv_id)
     if found is None:
         await reply(update, views.paper_unknown(arxiv_id))
+    return found
+
+
+@command()
+async def paper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/paper <arXiv id or link> — one stored paper in full, with ➕ for its topics."""
+    found = await _typed_paper(update, context, "paper")
+    if found is None:
         return
-    chat_id = chat_id_of(update)
-    followed = (await tp.store.chat_topics_for_papers(chat_id, [found.id])).get(found.id, [])
-    others = (await tp.store.paper_topics([found.id], kind="catalogue")).get(found.id, [])
+    store, chat_id = services(context).store, chat_id_of(update)
+    followed = (await store.chat_topics_for_papers(chat_id, [found.id])).get(found.id, [])
+    others = (await store.paper_topics([found.id], kind="catalogue")).get(found.id, [])
     await reply_view(update, views.paper_view(found, followed, others))
+
+
+@command()
+async def similar(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/similar <arXiv id or link> — the stored papers most like that one."""
+    found = await _typed_paper(update, context, "similar")
+    if found is not None:
+        await _send_similar(update, context, found)
+
+
+async def more_like_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.MoreLike
+) -> None:
+    """ "More like this" under a /paper card."""
+    query = update.callback_query
+    assert query is not None
+    found = (await services(context).store.papers_by_ids([button.paper_id]) or [None])[0]
+    if found is None:
+        await query.answer("That paper is no longer stored.")
+        return
+    await query.answer()
+    await _send_similar(update, context, found)
+
+
+async def _send_similar(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, found: StoredPaper
+) -> None:
+    store = services(context).store
+    papers = await similarity.similar_papers(store, found, limit=SIMILAR)
+    if not papers:
+        await reply(update, "No stored paper is like that one yet.")
+        return
+    tags = await store.paper_topics([p.id for p in papers], kind="catalogue")
+    header = f"🔁 <b>Most like</b> “{esc(shorten(found.title, 120))}”"
+    for message in formatting.paper_list(papers, header=header, tags=tags):
+        await reply(update, message)

@@ -32,6 +32,7 @@ HELP = (
     '<b>Queries</b>: words, "phrases", AND, OR, NOT, (…), prefix*, and fields '
     'ti: abs: au: cat: — e.g. <code>ti:"reward model" NOT cat:cs.RO</code>\n\n'
     "<b>Commands</b>: /topics /follow /unfollow /list /momentum /trending /latest /search /paper "
+    "/similar "
     "/digest /timezone /pause /resume /spikes /settings"
 )
 
@@ -129,11 +130,13 @@ PAPER_FOLLOW_BUTTONS = 4
 
 
 def paper_view(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[Topic]) -> View:
-    """/paper: the full card, and a ➕ button for each of its catalogue topics not followed."""
+    """/paper: the full card, "More like this", and a ➕ button for each of its catalogue
+    topics not followed."""
     mine = {t.id for t in followed}
     new = [t for t in others if t.id not in mine][:PAPER_FOLLOW_BUTTONS]
     name = formatting.BUTTON_NAME
-    keyboard = [
+    keyboard = [[button("🔁 More like this", callbacks.MoreLike(paper.id))]]
+    keyboard += [
         [button(f"➕ Follow {shorten(t.name, name)}", callbacks.FollowTopic(t.id))] for t in new
     ]
     return View(formatting.paper_card(paper, followed, others), keyboard)
