@@ -71,6 +71,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from topicpulse import chats, momentum
 from topicpulse import query as ql
@@ -389,15 +390,6 @@ class Arxiv:
 
 
 # ---------------------------------------------------------------------------------- measuring
-@dataclass(frozen=True, slots=True)
-class Counts:
-    papers: int
-    outbox: dict[str, int]
-    topic_papers: int
-    custom_topics: int
-    subscriptions: int
-    ingest_runs: int
-    free_bytes: int
 
 
 class Meter:
@@ -413,9 +405,10 @@ class Meter:
     def value(self, sql: str) -> int:
         return int(self.conn.execute(sql).fetchone()[0] or 0)
 
-    def counts(self) -> Counts:
+    def counts(self) -> dict[str, Any]:
+        """The row counts and free pages of a ``DayRecord``, by field name."""
         outbox = dict(self.conn.execute("SELECT state, count(*) FROM outbox GROUP BY state"))
-        return Counts(
+        return dict(
             papers=self.value("SELECT count(*) FROM papers"),
             outbox={s: outbox.get(s, 0) for s in ("pending", "sent", "dropped")},
             topic_papers=self.value("SELECT count(*) FROM topic_papers"),
@@ -462,7 +455,7 @@ class Meter:
             if table.startswith("papers_fts"):
                 table = "papers_fts"
             sizes[table] = sizes.get(table, 0) + int(size)
-        sizes["(free pages)"] = self.value("PRAGMA freelist_count") * self.value("PRAGMA page_size")
+        sizes["(free pages)"] = self.free_bytes()
         return dict(sorted(sizes.items(), key=lambda kv: -kv[1]))
 
 
@@ -478,20 +471,13 @@ async def drain(delivery: Delivery, meter: Meter, now: datetime) -> None:
 
 
 async def measure(store: Store, meter: Meter, day: int) -> DayRecord:
-    counts = meter.counts()
     file_bytes, wal_bytes = meter.files()
     return DayRecord(
         day=day,
-        papers=counts.papers,
-        outbox=counts.outbox,
-        topic_papers=counts.topic_papers,
-        custom_topics=counts.custom_topics,
-        subscriptions=counts.subscriptions,
-        ingest_runs=counts.ingest_runs,
         page_bytes=await store.database_bytes(),
-        free_bytes=counts.free_bytes,
         file_bytes=file_bytes,
         wal_bytes=wal_bytes,
+        **meter.counts(),
     )
 
 

@@ -99,7 +99,7 @@ def attach() -> int:
     """Add ``stratum`` and ``split`` to every label file whose sample is known."""
     for path in sorted((ROOT / "evaluation" / "labels").glob("*.jsonl")):
         which = json.loads((OUT / f"{path.stem}.strata.json").read_text("utf-8"))
-        rows = [json.loads(line) for line in path.read_text("utf-8").splitlines() if line.strip()]
+        rows = _read(path)
         missing = set(which) - {r["arxiv_id"] for r in rows}
         if missing:
             print(f"{path.stem}: {len(missing)} sampled papers have no label", file=sys.stderr)

@@ -94,15 +94,23 @@ class Alert:
     other_tags: Sequence[Topic] = ()
 
 
+def _head(paper: StoredPaper) -> list[str]:
+    """A card's first lines: linked bold title, authors, their institutions (if any)."""
+    title = esc(shorten(paper.title, MAX_TITLE))
+    return [
+        f'<b><a href="{esc(paper.url)}">{title}</a></b>',
+        authors_line(paper.authors),
+        affiliations_line(paper.affiliations),
+    ]
+
+
 def paper_block(alert: Alert) -> str:
     """One paper's card: linked bold title, authors, their institutions (when arXiv gives
     them), category · date · PDF, the journal reference or comment, the abstract (collapsed),
     and its topic tags (followed first)."""
     p = alert.paper
     lines = [
-        f'<b><a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a></b>',
-        authors_line(p.authors),
-        affiliations_line(p.affiliations),
+        *_head(p),
         f'{esc(p.primary_category)} · {p.published[:10]} · <a href="{esc(p.pdf_url)}">PDF</a>',
         note_line(p),
         abstract_quote(p.abstract),
@@ -120,9 +128,7 @@ def paper_card(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[T
         f' · <a href="{esc(paper.html_url)}">HTML</a>'
     )
     head = [
-        f'<b><a href="{esc(paper.url)}">{esc(shorten(paper.title, MAX_TITLE))}</a></b>',
-        authors_line(paper.authors),
-        affiliations_line(paper.affiliations),
+        *_head(paper),
         f"{esc(paper.primary_category)} · {paper.published[:10]} · v{paper.version}",
         note_line(paper),
     ]

@@ -12,7 +12,6 @@ but never alerted.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sqlite3
 import time
@@ -23,7 +22,7 @@ from datetime import datetime, timedelta
 from topicpulse import offload
 from topicpulse import query as ql
 from topicpulse.models import StoredPaper, Topic, iso, utcnow
-from topicpulse.store import BatchRow, Store, read_batch
+from topicpulse.store import BatchRow, Store, read_batch, rows
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +63,8 @@ class BatchIndex:
 
 
 def _row(paper: StoredPaper) -> BatchRow:
-    """The paper's searchable columns exactly as the store holds them (``rows.paper_values``)."""
-    authors = json.dumps(list(paper.authors), ensure_ascii=False)
-    return (paper.id, paper.title, paper.abstract, authors, " ".join(paper.categories))
+    """The paper's searchable columns exactly as the store holds them."""
+    return (paper.id, *rows.searchable(paper))
 
 
 @dataclass(slots=True)

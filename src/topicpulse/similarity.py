@@ -32,8 +32,8 @@ STOPWORDS = frozenset(
     use used uses using very via was way ways well were what when where whether which while
     who whom whose why will with within without would yet you your results result approach
     approaches method methods new novel work works study studies first second third one two
-    three also however furthermore moreover existing recent recently demonstrate
-    demonstrates achieve achieves significantly
+    three furthermore moreover existing recent recently demonstrate demonstrates achieve
+    achieves significantly
     """.split()  # noqa: SIM905 (a word list reads better as text)
 )
 

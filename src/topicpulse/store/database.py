@@ -142,7 +142,7 @@ class Database:
             store.clock = clock
             if migrate:
                 await store.migrate()
-            if str(path) != ":memory:":  # an in-memory database has no second connection
+            if store.file_backed():  # an in-memory database has no second connection
                 target = read_only_uri(path)
                 for _ in range(readers):
                     opened.append(await _connect(target, uri=True))
@@ -160,6 +160,10 @@ class Database:
             reserved = n < RESERVED and len(readers) > RESERVED
             (self._reserved if reserved else self._readers).put_nowait(reader)
             self._all_readers.append(reader)
+
+    def file_backed(self) -> bool:
+        """Whether other connections and processes can open this database (not ``:memory:``)."""
+        return self.path != ":memory:"
 
     async def close(self) -> None:
         for reader in self._all_readers:

@@ -137,10 +137,6 @@ class PaperQueries(Database):
             found.append(rows.stored_paper(row))
         return found
 
-    def file_backed(self) -> bool:
-        """Whether other processes can open this database (``read_batch``): not ``:memory:``."""
-        return self.path != ":memory:"
-
     async def max_paper_id(self) -> int:
         return int(await self._value("SELECT coalesce(max(id), 0) FROM papers"))
 

@@ -71,16 +71,24 @@ def stored_paper(row: sqlite3.Row) -> StoredPaper:
     )
 
 
+def searchable(paper: Paper | StoredPaper) -> tuple[str, str, str, str]:
+    """(title, abstract, authors, categories) as the papers table, and so its FTS index, holds
+    them: authors a JSON list, categories space-separated."""
+    authors = json.dumps(list(paper.authors), ensure_ascii=False)
+    return paper.title, paper.abstract, authors, " ".join(paper.categories)
+
+
 def paper_values(paper: Paper) -> tuple[Any, ...]:
     """The values of ``PAPER_WRITE_COLUMNS`` for a paper (without ``stored_at``)."""
+    title, abstract, authors, categories = searchable(paper)
     return (
         paper.arxiv_id,
         paper.version,
-        paper.title,
-        paper.abstract,
-        json.dumps(list(paper.authors), ensure_ascii=False),
+        title,
+        abstract,
+        authors,
         paper.primary_category,
-        " ".join(paper.categories),
+        categories,
         paper.published,
         paper.updated,
         paper.comment,
