@@ -1026,8 +1026,11 @@ class FakeTelegram:
         chat_type: str = "private",
         chat_title: str | None = None,
         username: str = "alice",
+        reply_to: int | None = None,
     ) -> int:
         """Queue a ``message`` update as if a user typed ``text``; returns the update id.
+        ``reply_to``: the id of a message in the chat this one replies to (Telegram then
+        carries that message, without its own reply, as ``reply_to_message``).
 
         A negative ``chat_id`` makes it a group (``-100XXXXXXXXXX`` a supergroup) even if
         ``chat_type`` is left at ``"private"``.  ``user_id`` defaults to ``chat_id`` in private
@@ -1044,6 +1047,11 @@ class FakeTelegram:
             "date": int(time.time()),
             "text": text,
         }
+        if reply_to is not None:
+            replied = self._messages[(chat_id, reply_to)].data
+            message["reply_to_message"] = {
+                k: v for k, v in replied.items() if k != "reply_to_message"
+            }
         if text.startswith("/"):
             command = text.split(maxsplit=1)[0] if text.strip() else text
             message["entities"] = [
@@ -1656,6 +1664,12 @@ class FakeTelegram:
             return None
         if not isinstance(markup, dict):
             raise _bad("can't parse reply keyboard markup JSON object")
+        if "force_reply" in markup:
+            if markup["force_reply"] is not True:
+                raise _bad("can't parse reply keyboard markup JSON object")
+            if len(str(markup.get("input_field_placeholder", ""))) > 64:
+                raise _bad("input field placeholder is too long")
+            return None
         if "inline_keyboard" not in markup:
             return None
         rows = markup["inline_keyboard"]

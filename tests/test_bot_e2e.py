@@ -299,6 +299,7 @@ async def test_start_and_help(bot: Bot) -> None:
         "/follow RL for Language Models",
         "/follow grpo AND (math OR reasoning)",
         "/momentum Reward Modeling",
+        "/ask RL for Language Models: how do people stop reward hacking?",
     ]
     helped = await bot.say(USER, "/help")
     assert helped.text == handlers.HELP

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
-from topicpulse import momentum
+from topicpulse import ask, momentum
 from topicpulse import query as ql
 from topicpulse.formatting import shorten
 from topicpulse.models import Chat, StoredPaper, Topic, iso, utcnow
@@ -159,6 +159,34 @@ async def any_topic(store: Store, chat_id: int, text: str) -> Topic:
     text = check_argument(text, "topic name")
     followed = [s.topic for s in await store.subscriptions(chat_id) if s.topic.is_custom]
     return await _resolve(store, text, followed)
+
+
+async def ask_question(store: Store, chat_id: int, text: str) -> ask.Answer:
+    """``/ask [<topic>:] <question>``: passages from the topic's papers (a followed custom
+    topic or a catalogue one), or from every stored paper when the text before the first ":"
+    is not a topic's name (a question may contain a colon)."""
+    text = check_argument(text, "question")
+    topic: Topic | None = None
+    name, colon, rest = text.partition(":")
+    if colon and name.strip() and rest.strip():
+        with contextlib.suppress(UserError):
+            topic = await any_topic(store, chat_id, name.strip())
+        if topic is not None:
+            text = rest.strip()
+    return await _ask(store, text, topic)
+
+
+async def ask_about(store: Store, chat_id: int, name: str, question: str) -> ask.Answer:
+    """A question about the topic named ``name`` (a reply to "Ask about this topic")."""
+    topic = await any_topic(store, chat_id, name)
+    return await _ask(store, check_argument(question, "question"), topic)
+
+
+async def _ask(store: Store, question: str, topic: Topic | None) -> ask.Answer:
+    try:
+        return await ask.ask(store, question, topic=topic)
+    except ask.QuestionError as exc:
+        raise UserError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------- digests

@@ -91,10 +91,21 @@ class Settings(BaseSettings):
     spike_sigma: float = Field(default=3, gt=0, alias="TOPICPULSE_SPIKE_SIGMA")
     spike_min_week_papers: int = Field(default=5, ge=1, alias="TOPICPULSE_SPIKE_MIN_WEEK_PAPERS")
 
+    # /ask's optional generated answer: an OpenAI-compatible chat-completions endpoint.
+    llm_url: str | None = Field(default=None, alias="TOPICPULSE_LLM_URL")
+    llm_model: str | None = Field(default=None, alias="TOPICPULSE_LLM_MODEL")
+    llm_api_key: str | None = Field(default=None, alias="TOPICPULSE_LLM_API_KEY")
+    llm_timeout_seconds: float = Field(default=20, gt=0, alias="TOPICPULSE_LLM_TIMEOUT_SECONDS")
+
     @field_validator("categories", "admin_ids", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("llm_url", "llm_model", "llm_api_key", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("categories")
     @classmethod
@@ -106,10 +117,10 @@ class Settings(BaseSettings):
                 raise ValueError(f"{cat!r} is not an arXiv category (e.g. cs.CL, stat.ML)")
         return value
 
-    @field_validator("telegram_api_url", "arxiv_api_url")
+    @field_validator("telegram_api_url", "arxiv_api_url", "llm_url")
     @classmethod
-    def _check_url(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
+    def _check_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
             raise ValueError(f"{value!r} must start with http:// or https://")
         return value
 

@@ -9,9 +9,11 @@ units, which is never less than what Telegram counts after parsing the entities.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from topicpulse.ask import Answer
 from topicpulse.models import StoredPaper, Topic
 from topicpulse.momentum import Momentum, headline, sparkline
 from topicpulse.wording import plural
@@ -25,6 +27,7 @@ SHOWN_TAGS = 8  # a paper's topic tags shown (followed ones first); the rest are
 MAX_ABSTRACT = 1_200  # characters of an abstract in a card (collapsed: one tap unfolds it)
 MAX_LIST_ABSTRACT = 600  # … in a digest or a /latest and /search list, where cards are many
 MAX_NOTE = 160  # a journal reference or comment ("Accepted at ICML 2026")
+_CITATION = re.compile(r"\[(\d{1,2})\]")  # a generated answer's [n]
 CATCH_UP_TOPICS = 8  # topics a catch-up lists, each with its count, /latest and a button
 BUTTON_NAME = 32  # characters of a topic's name on a button
 
@@ -324,3 +327,33 @@ def paper_list(
             line += f"\n   {topic_tags(tags[p.id])}"
         blocks.append(line)
     return pack(blocks, separator="\n")
+
+
+def _cite(match: re.Match[str], answer: Answer) -> str:
+    n = int(match.group(1))
+    paper = answer.passages[n - 1].paper
+    return f'<a href="{esc(paper.url)}">[{n}]</a>'
+
+
+def answer_messages(answer: Answer, generated: str | None = None) -> list[str]:
+    """/ask's reply: where the passages come from, an optional generated answer (its [n]
+    linked to the papers), then each passage quoted with its paper's linked title and date."""
+    scope = f"on {esc(shorten(answer.topic.name, MAX_NAME))}" if answer.topic else "stored"
+    header = (
+        f"💬 <b>From {plural(answer.papers_in_scope, 'paper')} {scope}:</b>\n"
+        f"<i>{esc(shorten(answer.question, 200))}</i>"
+    )
+    if not answer.passages:
+        return [f"{header}\n\nNo stored paper speaks to that. Try other words."]
+    blocks = [header]
+    if generated:
+        linked = _CITATION.sub(lambda m: _cite(m, answer), esc(generated))
+        blocks.append(f"{linked}\n<i>Written by a language model from the passages below.</i>")
+    for n, passage in enumerate(answer.passages, 1):
+        paper = passage.paper
+        blocks.append(
+            f"{n}. “{esc(passage.text)}”\n"
+            f'   — <a href="{esc(paper.url)}">{esc(shorten(paper.title, 150))}</a>,'
+            f" {paper.published[:10]}"
+        )
+    return pack(blocks)

@@ -33,6 +33,7 @@ from topicpulse.bot.sender import TelegramSender
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.ingest import Ingestor
+from topicpulse.llm import AnswerWriter
 from topicpulse.logs import protect_secrets
 from topicpulse.maintenance import run_maintenance
 from topicpulse.matching import match_new_papers
@@ -217,7 +218,11 @@ def build_application(
         )
         app.bot_data["pipeline"] = pipeline
         app.bot_data["topicpulse"] = handlers.BotContext(
-            store=store, settings=settings, clock=clock, wake_delivery=pipeline.wake.set
+            store=store,
+            settings=settings,
+            clock=clock,
+            wake_delivery=pipeline.wake.set,
+            answer_writer=answer_writer(settings),
         )
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
@@ -262,6 +267,9 @@ def build_application(
             task.cancel()
         await asyncio.gather(*pipeline.tasks, return_exceptions=True)
         await pipeline.ingestor.client.aclose()
+        tp = app.bot_data.get("topicpulse")
+        if tp is not None and tp.answer_writer is not None:
+            await tp.answer_writer.close()
         await pipeline.store.close()
         log.info("topicpulse stopped; database closed")
 
@@ -280,6 +288,18 @@ def build_application(
     handlers.register(app)
     membership.register(app)
     return app
+
+
+def answer_writer(settings: Settings) -> AnswerWriter | None:
+    """/ask's language model, when the operator configured one (URL and model)."""
+    if not (settings.llm_url and settings.llm_model):
+        return None
+    return AnswerWriter(
+        settings.llm_url,
+        settings.llm_model,
+        api_key=settings.llm_api_key,
+        timeout=settings.llm_timeout_seconds,
+    )
 
 
 def _file_url(api_url: str) -> str:

@@ -65,7 +65,14 @@ class MoreLike:
     paper_id: int
 
 
-Button = FollowTopic | Undo | UnfollowFromList | TopicsPage | LatestOf | MoreLike
+@dataclass(frozen=True, slots=True)
+class AskAbout:
+    """ "Ask about this topic" under /momentum: prompts for a question about it."""
+
+    topic_id: int
+
+
+Button = FollowTopic | Undo | UnfollowFromList | TopicsPage | LatestOf | MoreLike | AskAbout
 
 _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"f:{_ID}"), FollowTopic),
@@ -73,6 +80,7 @@ _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"ul:{_ID}"), UnfollowFromList),
     (re.compile(rf"l:{_ID}"), LatestOf),
     (re.compile(rf"m:{_ID}"), MoreLike),
+    (re.compile(rf"a:{_ID}"), AskAbout),
 ]
 _PAGE_WORDS = re.compile(rf"tp:{_PAGE}(?::(.+))?", re.DOTALL)
 _PAGE_KEY = re.compile(rf"tp:{_PAGE}#([0-9a-f]{{12}})")
@@ -90,7 +98,9 @@ def encode(button: Button) -> str:
         return data
     if isinstance(button, MoreLike):
         return f"m:{button.paper_id}"
-    prefix = {FollowTopic: "f", Undo: "u", UnfollowFromList: "ul", LatestOf: "l"}[type(button)]
+    prefix = {FollowTopic: "f", Undo: "u", UnfollowFromList: "ul", LatestOf: "l", AskAbout: "a"}[
+        type(button)
+    ]
     return f"{prefix}:{button.topic_id}"
 
 

@@ -31,6 +31,7 @@ from topicpulse.bot.views import Keyboard, View
 from topicpulse.chats import UserError, clean_text
 from topicpulse.config import Settings
 from topicpulse.formatting import esc
+from topicpulse.llm import AnswerWriter
 from topicpulse.models import utcnow
 from topicpulse.store import Store, interactive
 
@@ -65,6 +66,7 @@ class BotContext:
         default_factory=weakref.WeakValueDictionary
     )
     topic_filters: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    answer_writer: AnswerWriter | None = None  # /ask's generated answer, when configured
 
     def allow(self, user_id: int) -> bool:
         """Per-user command rate limit (a sliding window, in memory)."""

@@ -12,6 +12,7 @@ import contextlib
 import logging
 
 from telegram import BotCommand, Message, Update
+from telegram.constants import ChatType
 from telegram.error import TelegramError
 from telegram.ext import (
     Application,
@@ -23,7 +24,7 @@ from telegram.ext import (
 )
 
 from topicpulse import momentum  # noqa: F401  (tests patch handlers.momentum)
-from topicpulse.bot import callbacks, chat_settings, following, reading
+from topicpulse.bot import asking, callbacks, chat_settings, following, reading
 from topicpulse.bot.common import (
     COMMAND_RATE,
     NOT_ADMIN,
@@ -49,6 +50,7 @@ COMMANDS: list[tuple[str, str, Handler]] = [
     ("search", "Search all stored papers", reading.search),
     ("paper", "One paper in full, by arXiv id or link", reading.paper),
     ("similar", "Stored papers most like one paper", reading.similar),
+    ("ask", "Ask about a topic: quotes from its papers", asking.ask_command),
     ("trending", "Rising topics", reading.trending),
     ("unfollow", "Stop following a topic", following.unfollow),
     ("digest", "instant, daily or weekly delivery", chat_settings.digest),
@@ -98,6 +100,8 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 await reading.latest_button(update, context, button)
             case callbacks.MoreLike():
                 await reading.more_like_button(update, context, button)
+            case callbacks.AskAbout():
+                await asking.ask_button(update, context, button)
 
 
 # ---------------------------------------------------------------------------------- fallbacks
@@ -114,6 +118,15 @@ async def unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
 @command()
 async def _unknown(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await reply(update, "I don't know that command. /help lists what I can do.")
+
+
+async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Text that is not a command: a question (a reply to an "Ask about" prompt), or in a
+    private chat a pointer to the commands; in a group, nothing (it was not for the bot)."""
+    if asking.is_question(update, context):
+        await asking.question_reply(update, context)
+    elif update.effective_chat is not None and update.effective_chat.type == ChatType.PRIVATE:
+        await plain_text(update, context)
 
 
 @command()
@@ -165,7 +178,7 @@ def register(app: Application) -> None:  # type: ignore[type-arg]
     app.add_handler(CallbackQueryHandler(on_button))  # every button, ours or forged
     app.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, chat_migrated))
     app.add_handler(MessageHandler(filters.COMMAND, unknown_command))
-    app.add_handler(MessageHandler(filters.TEXT & filters.ChatType.PRIVATE, plain_text))
+    app.add_handler(MessageHandler(filters.TEXT, on_text))
     app.add_error_handler(on_error)
 
 

@@ -57,7 +57,7 @@ async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
         return
     topic = await chats.any_topic(tp.store, chat_id, text)
     m = await momentum.compute(tp.store, topic=topic, as_of=now)
-    await reply(update, formatting.momentum_text(m))
+    await reply(update, formatting.momentum_text(m), views.ask_button(topic))
     png = await offload.run(render_chart, m)
     assert update.effective_message is not None
     await update.effective_message.reply_photo(

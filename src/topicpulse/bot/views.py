@@ -28,12 +28,13 @@ HELP = (
     "Try:\n"
     "• <code>/follow RL for Language Models</code>\n"
     "• <code>/follow grpo AND (math OR reasoning)</code>\n"
-    "• <code>/momentum Reward Modeling</code>\n\n"
+    "• <code>/momentum Reward Modeling</code>\n"
+    "• <code>/ask RL for Language Models: how do people stop reward hacking?</code>\n\n"
     '<b>Queries</b>: words, "phrases", AND, OR, NOT, (…), prefix*, and fields '
     'ti: abs: au: cat: — e.g. <code>ti:"reward model" NOT cat:cs.RO</code>\n\n'
     "<b>Commands</b>: /topics /follow /unfollow /list /momentum /trending /latest /search /paper "
     "/similar "
-    "/digest /timezone /pause /resume /spikes /settings"
+    "/ask /digest /timezone /pause /resume /spikes /settings"
 )
 
 
@@ -195,3 +196,19 @@ def stats(
         f"{outbox.get('dropped', 0)} dropped\n"
         f"Last poll: {esc(poll_line)}\nIngest errors (24 h): {errors}"
     )
+
+
+ASK_PROMPT = "❓ Ask about "  # the first words of the prompt a question replies to
+
+
+def ask_prompt(topic: Topic) -> str:
+    """The message a question about ``topic`` replies to (its first line names the topic)."""
+    return (
+        f"{ASK_PROMPT}<b>{esc(topic.name)}</b>\n"
+        "Reply to this message with your question, e.g. <i>how do people evaluate this?</i> "
+        "I quote the abstracts of its stored papers that answer it best."
+    )
+
+
+def ask_button(topic: Topic) -> Keyboard:
+    return [[button("❓ Ask about this topic", callbacks.AskAbout(topic.id))]]

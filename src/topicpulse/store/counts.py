@@ -101,25 +101,29 @@ class CountQueries(Database):
         limit: int | None = None,
         order: str = "newest",
     ) -> list[StoredPaper]:
-        """Papers of a topic or an FTS query, newest first (or ``order="relevance"``: BM25,
-        title weighted ×10, for queries only), optionally within [since, until)."""
+        """Papers of a topic, of an FTS query, or of both (a query within a topic's papers),
+        newest first (or ``order="relevance"``: BM25, title weighted ×10, when there is a
+        query), optionally within [since, until)."""
         clauses: list[str] = []
         args: list[Any] = []
-        if topic_id is not None:
-            source = "topic_papers tp JOIN papers p ON p.id = tp.paper_id"
-            clauses.append("tp.topic_id = ?")
-            args.append(topic_id)
-        else:
+        if fts is not None:
             source = "papers_fts JOIN papers p ON p.id = papers_fts.rowid"
             clauses.append("papers_fts MATCH ?")
             args.append(fts)
+            if topic_id is not None:
+                source += " JOIN topic_papers tp ON tp.paper_id = p.id"
+        else:
+            source = "topic_papers tp JOIN papers p ON p.id = tp.paper_id"
+        if topic_id is not None:
+            clauses.append("tp.topic_id = ?")
+            args.append(topic_id)
         if since:
             clauses.append("p.published >= ?")
             args.append(since)
         if until:
             clauses.append("p.published < ?")
             args.append(until)
-        if order == "relevance" and topic_id is None:
+        if order == "relevance" and fts is not None:
             order_by = "bm25(papers_fts, 10.0, 1.0, 3.0, 1.0), p.published DESC"
         else:
             order_by = "p.published DESC, p.id DESC"
@@ -131,6 +135,18 @@ class CountQueries(Database):
             sql += " LIMIT ?"
             args.append(limit)
         return [rows.stored_paper(r) for r in await self._rows(sql, args)]
+
+    async def term_documents(self, terms: Sequence[str]) -> dict[str, int]:
+        """How many stored papers use each of these index terms (Porter stems, lower case);
+        a term no paper uses is absent."""
+        found: dict[str, int] = {}
+        for chunk in rows.chunks(sorted(set(terms))):
+            for row in await self._rows(
+                f"SELECT term, doc FROM papers_fts_terms WHERE term IN ({rows.marks(chunk)})",
+                chunk,
+            ):
+                found[row["term"]] = int(row["doc"])
+        return found
 
     # ------------------------------------------------------------------ spike episodes
     async def open_episodes(self, topic_ids: Sequence[int]) -> dict[int, SpikeEpisode]:
