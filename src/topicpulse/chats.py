@@ -13,16 +13,23 @@ import functools
 import re
 import sqlite3
 import unicodedata
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
 
-from topicpulse import ask, momentum
+from topicpulse import ask, examples, momentum
 from topicpulse import query as ql
 from topicpulse.formatting import shorten
 from topicpulse.models import Chat, StoredPaper, Topic, iso, utcnow
 from topicpulse.store import Store, SubscriptionsFull
-from topicpulse.topics import UnknownTopic, find_catalogue_topic, resolve_topic, topic_for
+from topicpulse.topics import (
+    UnknownTopic,
+    custom_topic,
+    find_catalogue_topic,
+    resolve_topic,
+    topic_for,
+)
 
 MAX_FOLLOWS = 50
 _FULL = (
@@ -69,14 +76,38 @@ class FollowResult:
     added: bool  # False: the chat already followed it
     last_4w: int
     latest: list[StoredPaper]
+    rule: examples.LikeRule | None = None  # a topic defined by example papers
 
 
 async def follow(
     store: Store, chat_id: int, text: str, *, now: datetime | None = None
 ) -> FollowResult:
-    """Follow a catalogue topic (by name or slug) or a custom query, with a preview of the
-    four weeks before ``now``."""
+    """Follow a catalogue topic (by name or slug), a custom query, or papers like one to five
+    examples (``like <id> …``), with a preview of the four weeks before ``now``."""
     text = check_argument(text, "topic name or query")
+    now = now or utcnow()
+    window = [iso(now - momentum.WINDOW), iso(now)]
+    label = text
+    rule = None
+    make: Callable[[], Awaitable[Topic]] = functools.partial(topic_for, store, text)
+    word, _, rest = text.partition(" ")
+    if word.casefold() == "like" and rest.strip():
+        try:
+            ids = examples.parse_ids(rest)
+            found = {i: await store.get_paper(i) for i in ids}
+            papers = [p for p in found.values() if p is not None]
+            missing = [i for i, p in found.items() if p is None]
+            if missing:
+                raise UserError(
+                    f"{missing[0]} is not stored (yet): examples must be papers I have;"
+                    " /search finds them."
+                )
+            rule = await examples.like_rule(store, papers, window)
+            text = rule.query
+        except examples.ExampleError as exc:
+            raise UserError(str(exc)) from None
+        label = f"papers like {', '.join(ids)}"
+        make = functools.partial(custom_topic, store, text, max_length=None)
     followed = [s.topic for s in await store.subscriptions(chat_id)]
     if len(followed) >= MAX_FOLLOWS:  # checked first: a refused query creates no topic
         known = await find_catalogue_topic(store, text) or _same_query(followed, text)
@@ -84,11 +115,11 @@ async def follow(
             raise UserError(_FULL)
     for attempt in range(2):
         try:
-            topic = await topic_for(store, text)
+            topic = await make()
             await store.refresh_topic_matches(topic)
             # the cap is checked again in the follow's own transaction: races cannot pass it
             added = await store.subscribe(
-                chat_id, topic.id, cap=MAX_FOLLOWS, label=text if topic.is_custom else None
+                chat_id, topic.id, cap=MAX_FOLLOWS, label=label if topic.is_custom else None
             )
             break
         except ql.QueryError as exc:
@@ -101,13 +132,11 @@ async def follow(
                 raise
     # As this chat sees it: a shared custom topic carries the chat's own spelling.
     topic = await store.subscribed_topic(chat_id, topic.id) or topic
-    now = now or utcnow()
-    window = [iso(now - momentum.WINDOW), iso(now)]
     (count,) = await store.count_windows(window, topic_id=topic.id)
     latest = await store.matching_papers(
         topic_id=topic.id, since=window[0], until=window[1], limit=3
     )
-    return FollowResult(topic, added, count, latest)
+    return FollowResult(topic, added, count, latest, rule)
 
 
 def _same_query(topics: list[Topic], text: str) -> Topic | None:

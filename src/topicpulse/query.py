@@ -571,10 +571,10 @@ def unparse(node: Node) -> str:
     return _unparse(node, "or")
 
 
-def normalise(text: str) -> str:
+def normalise(text: str, *, max_length: int | None = MAX_QUERY_LENGTH) -> str:
     """The canonical text of a query (``unparse(parse(text))``): equal for equivalent spellings
     such as ``Reward  Model`` and ``reward AND model``. Raises QueryError if invalid."""
-    return unparse(parse(text))
+    return unparse(parse(text, max_length=max_length))
 
 
 # --- pure-Python evaluation -----------------------------------------------------------------

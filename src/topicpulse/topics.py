@@ -129,17 +129,20 @@ async def resolve_topic(store: Store, text: str, *, extra: list[Topic] | None = 
     raise UnknownTopic(text, [by_key[k] for k in close])
 
 
-async def custom_topic(store: Store, text: str) -> Topic:
-    """The shared custom topic for a query (raises ``query.QueryError`` if malformed).
+async def custom_topic(
+    store: Store, text: str, *, max_length: int | None = ql.MAX_QUERY_LENGTH
+) -> Topic:
+    """The shared custom topic for a query (raises ``query.QueryError`` if malformed);
+    ``max_length=None`` for a query the bot wrote (``examples``), not one a user typed.
 
     Chats that follow the same query share one topic, so it is named by the query's canonical
     form, never by how one chat spelled it (another chat would see that spelling)."""
-    node = ql.parse(text)
+    node = ql.parse(text, max_length=max_length)
     canonical = ql.unparse(node)  # may exceed the input limit; never parsed with the limit
     topic_id = await store.custom_topic(
         name=canonical,
         query=canonical,
-        normalised=ql.normalise(text),
+        normalised=ql.normalise(text, max_length=max_length),
         fts=ql.to_fts(node),
     )
     topic = await store.topic(topic_id)

@@ -53,7 +53,10 @@ def follow_result(result: chats.FollowResult) -> View:
     t = result.topic
     verb = "Now following" if result.added else "Already following"
     lines = [f"✅ {verb} <b>{esc(shorten(t.name, 100))}</b>"]
-    if t.is_custom and t.query != t.name:
+    if result.rule is not None:
+        words = ", ".join(result.rule.words)
+        lines.append(f"Papers that use at least {result.rule.at_least} of: <i>{esc(words)}</i>")
+    elif t.is_custom and t.query != t.name:
         lines.append(f"Query: <code>{esc(t.query)}</code>")
     if result.last_4w == 0:
         lines.append("No stored paper matched in the last 4 weeks — is the query too narrow?")
