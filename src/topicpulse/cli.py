@@ -137,16 +137,6 @@ async def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
 
 
 # ---------------------------------------------------------------------------------- topics
-def _paper_json(p: StoredPaper) -> dict[str, object]:
-    return {
-        "arxiv_id": p.arxiv_id,
-        "title": p.title,
-        "published": p.published,
-        "url": p.url,
-        "categories": list(p.categories),
-    }
-
-
 def _as_of(value: str | None) -> datetime:
     if not value:
         return utcnow()
@@ -181,7 +171,7 @@ def _print_papers(
 ) -> None:
     """preview/search output: the documented JSON shape, or a heading and one line a paper."""
     if args.json:
-        _print_json({"query": query, "count": count, "papers": [_paper_json(p) for p in papers]})
+        _print_json({"query": query, "count": count, "papers": [p.to_json() for p in papers]})
         return
     print(heading)
     for p in papers:
@@ -296,6 +286,29 @@ def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
+    """The web pages alone, from the store (no bot, no polling)."""
+    from aiohttp import web
+
+    from topicpulse.web.server import WebContext, build_web_app
+
+    host, port = args.host or settings.web_host, args.port or settings.web_port
+    async with await Store.open(settings.db) as store:
+        await sync_catalogue(store)
+        context = WebContext(
+            store, poll_seconds=settings.poll_seconds, bot_username=settings.bot_username
+        )
+        runner = web.AppRunner(build_web_app(context))
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        print(f"serving the topic pages on http://{host}:{port}/ (Ctrl-C stops)")
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()
+    return 0
+
+
 # ---------------------------------------------------------------------------------- parser
 Handler = Callable[[argparse.Namespace, Settings], object]
 
@@ -316,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
         return command
 
     add("run", cmd_run, "run the Telegram bot (needs TELEGRAM_BOT_TOKEN)")
+    serve = add("serve", cmd_serve, "serve the topic pages on the web from the store")
+    serve.add_argument("--host", help="address to listen on (default: TOPICPULSE_WEB_HOST)")
+    serve.add_argument("--port", type=int, help="port (default: TOPICPULSE_WEB_PORT, PORT, 8080)")
     add("migrate", cmd_migrate, "create or upgrade the database schema")
     add("poll", cmd_poll, "fetch new papers from arXiv once")
     backfill = add("backfill", cmd_backfill, "fetch the last N weeks of papers (resumable)")

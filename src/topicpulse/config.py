@@ -91,6 +91,12 @@ class Settings(BaseSettings):
     spike_sigma: float = Field(default=3, gt=0, alias="TOPICPULSE_SPIKE_SIGMA")
     spike_min_week_papers: int = Field(default=5, ge=1, alias="TOPICPULSE_SPIKE_MIN_WEEK_PAPERS")
 
+    # The web pages (topicpulse serve; and beside the bot, see README "Deploy").
+    web_host: str = Field(default="0.0.0.0", alias="TOPICPULSE_WEB_HOST")
+    web_port: int = Field(
+        default=8080, ge=1, le=65535, validation_alias=AliasChoices("TOPICPULSE_WEB_PORT", "PORT")
+    )
+    bot_username: str | None = Field(default=None, alias="TOPICPULSE_BOT_USERNAME")
     # /ask's optional generated answer: an OpenAI-compatible chat-completions endpoint.
     llm_url: str | None = Field(default=None, alias="TOPICPULSE_LLM_URL")
     llm_model: str | None = Field(default=None, alias="TOPICPULSE_LLM_MODEL")
@@ -102,7 +108,7 @@ class Settings(BaseSettings):
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("llm_url", "llm_model", "llm_api_key", mode="before")
+    @field_validator("llm_url", "llm_model", "llm_api_key", "bot_username", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value

@@ -77,6 +77,16 @@ class StoredPaper(ArxivLinks):
     doi: str | None = None
     affiliations: tuple[str, ...] = ()  # the authors' institutions, distinct, in author order
 
+    def to_json(self) -> dict[str, object]:
+        """The documented JSON shape of a paper (``preview``/``search --json``)."""
+        return {
+            "arxiv_id": self.arxiv_id,
+            "title": self.title,
+            "published": self.published,
+            "url": self.url,
+            "categories": list(self.categories),
+        }
+
 
 @dataclass(slots=True)
 class UpsertResult:

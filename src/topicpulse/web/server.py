@@ -1,0 +1,227 @@
+"""The web server: aiohttp routes that read ``pages`` and render Jinja2 templates (every value
+autoescaped), their JSON twins, and ``/healthz``.
+
+Pages are cached for the poll interval (the data changes only when a round stores papers);
+each client address may ask ``RATE`` pages a minute. A bad query or page number is a 400 page
+saying what is wrong, an unknown topic or paper a 404 — never a 500.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import jinja2
+from aiohttp import web
+
+from topicpulse import arxiv
+from topicpulse.chats import MAX_ARGUMENT, clean_text
+from topicpulse.models import parse_iso, utcnow
+from topicpulse.store import Store
+from topicpulse.topics import find_catalogue_topic
+from topicpulse.web import pages
+
+RATE = (60, 60.0)  # pages per client address per 60 seconds
+CACHED = 500  # pages kept
+MAX_QUERY_STRING = 2_000  # characters of a query string read at all
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_templates = jinja2.Environment(
+    loader=jinja2.PackageLoader("topicpulse.web", "templates"),
+    autoescape=True,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+@dataclass
+class WebContext:
+    """What the pages need: the store, the clock, the bot's username (for deep links), and the
+    delivery's state when the bot runs in this process."""
+
+    store: Store
+    poll_seconds: float
+    bot_username: str | None = None
+    clock: Callable[[], datetime] = utcnow
+    delivery_state: Callable[[], str] = lambda: "not running in this process"
+    monotonic: Callable[[], float] = time.monotonic
+    _cache: OrderedDict[str, tuple[float, web.Response]] = field(default_factory=OrderedDict)
+    _hits: dict[str, list[float]] = field(default_factory=dict)
+
+    def allow(self, client: str) -> bool:
+        limit, period = RATE
+        now = self.monotonic()
+        stamps = [t for t in self._hits.get(client, []) if now - t < period]
+        if len(stamps) >= limit:
+            self._hits[client] = stamps
+            return False
+        self._hits[client] = [*stamps, now]
+        if len(self._hits) > 10_000:
+            self._hits = {c: ts for c, ts in self._hits.items() if ts and now - ts[-1] < period}
+        return True
+
+    def follow_link(self, slug: str) -> str | None:
+        if not self.bot_username:
+            return None
+        return f"https://t.me/{self.bot_username}?start=follow_{slug.replace('-', '_')}"
+
+
+_CONTEXT = web.AppKey("topicpulse", WebContext)
+
+
+def _html(template: str, status: int = 200, **values: Any) -> web.Response:
+    body = _templates.get_template(template).render(**values)
+    return web.Response(text=body, status=status, content_type="text/html", charset="utf-8")
+
+
+def _problem(status: int, message: str) -> web.Response:
+    return _html("problem.html", status=status, status_code=status, message=message)
+
+
+def _wants_json(request: web.Request) -> bool:
+    return request.path.startswith("/api/")
+
+
+def _fail(request: web.Request, status: int, message: str) -> web.Response:
+    if _wants_json(request):
+        return web.json_response({"error": message}, status=status)
+    return _problem(status, message)
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Rate limit, cache, and bad input → 400 (never a 500 for what a client sent)."""
+    tp = request.app[_CONTEXT]
+    if request.path == "/healthz":
+        return await handler(request)
+    if len(request.query_string) > MAX_QUERY_STRING:
+        return _fail(
+            request, 400, f"That address is too long (over {MAX_QUERY_STRING} characters)."
+        )
+    if not tp.allow(request.remote or "?"):
+        return _fail(request, 429, "Too many requests — wait a minute.")
+    key = request.path_qs
+    cached = tp._cache.get(key)
+    now = tp.monotonic()
+    if cached and cached[0] > now:
+        return cached[1]
+    try:
+        response = await handler(request)
+    except pages.PageError as exc:
+        return _fail(request, 400, str(exc))
+    except web.HTTPException:
+        raise
+    if isinstance(response, web.Response) and response.status == 200:
+        tp._cache[key] = (now + tp.poll_seconds, response)
+        tp._cache.move_to_end(key)
+        while len(tp._cache) > CACHED:
+            tp._cache.popitem(last=False)
+    return response
+
+
+def _text(request: web.Request, name: str) -> str:
+    text = clean_text(request.query.get(name, ""))
+    if len(text) > MAX_ARGUMENT:
+        raise pages.PageError(
+            f"That {name} is {len(text)} characters; the limit is {MAX_ARGUMENT}."
+        )
+    return text
+
+
+def _page_number(request: web.Request) -> int:
+    raw = request.query.get("page", "1")
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 5:
+        raise pages.PageError("The page must be a number, e.g. ?page=2.")
+    return int(raw)
+
+
+# ---------------------------------------------------------------------------------- pages
+async def catalogue(request: web.Request) -> web.Response:
+    tp = request.app[_CONTEXT]
+    rows = await pages.catalogue(tp.store, tp.clock())
+    if _wants_json(request):
+        return web.json_response([r.to_json() for r in rows])
+    return _html("catalogue.html", rows=rows)
+
+
+async def topic(request: web.Request) -> web.Response:
+    tp = request.app[_CONTEXT]
+    found = await find_catalogue_topic(tp.store, request.match_info["slug"])
+    if found is None or found.slug is None:
+        return _fail(request, 404, "No topic has that address. The catalogue is at /.")
+    page = await pages.topic_page(
+        tp.store,
+        tp.clock(),
+        topic=found,
+        page=_page_number(request),
+        question=_text(request, "question"),
+    )
+    if _wants_json(request):
+        return web.json_response(page.to_json())
+    return _html("topic.html", page=page, follow=tp.follow_link(found.slug))
+
+
+async def query_page(request: web.Request) -> web.Response:
+    tp = request.app[_CONTEXT]
+    text = _text(request, "query")
+    if not text:
+        raise pages.PageError('Give a query, e.g. /q?query="reward model" AND grpo')
+    page = await pages.topic_page(tp.store, tp.clock(), query=text, page=_page_number(request))
+    if _wants_json(request):
+        return web.json_response(page.to_json())
+    return _html("topic.html", page=page, follow=None)
+
+
+async def paper(request: web.Request) -> web.Response:
+    tp = request.app[_CONTEXT]
+    arxiv_id = arxiv.typed_id(request.match_info["arxiv_id"])
+    found = await tp.store.get_paper(arxiv_id) if arxiv_id else None
+    if found is None:
+        return _fail(request, 404, "That paper is not stored here.")
+    card, like = await pages.paper_page(tp.store, found)
+    if _wants_json(request):
+        return web.json_response({**card.to_json(), "similar": [c.to_json() for c in like]})
+    return _html("paper.html", card=card, like=like)
+
+
+async def health(request: web.Request) -> web.Response:
+    """200 while polls succeed and delivery runs; 503 when the last successful poll is older
+    than 3 poll intervals, or delivery is halted."""
+    tp = request.app[_CONTEXT]
+    run = await tp.store.last_run("poll", ok=True)
+    last = run["finished_at"] if run else None
+    age = (tp.clock() - parse_iso(last)).total_seconds() if last else None
+    state = tp.delivery_state()
+    depth = (await tp.store.outbox_counts()).get("pending", 0)
+    stale = age is None or age > 3 * tp.poll_seconds
+    body = {
+        "status": "unhealthy" if stale or state == "halted" else "ok",
+        "last_successful_poll": last,
+        "seconds_since_poll": None if age is None else round(age),
+        "outbox_pending": depth,
+        "delivery": state,
+    }
+    return web.json_response(body, status=503 if body["status"] != "ok" else 200)
+
+
+def build_web_app(context: WebContext) -> web.Application:
+    app = web.Application(middlewares=[guard], client_max_size=64 * 1024)
+    app[_CONTEXT] = context
+    app.router.add_get("/", catalogue)
+    app.router.add_get("/api/topics", catalogue)
+    app.router.add_get("/topics/{slug}", topic)
+    app.router.add_get("/api/topics/{slug}", topic)
+    app.router.add_get("/q", query_page)
+    app.router.add_get("/api/q", query_page)
+    app.router.add_get("/papers/{arxiv_id:.+}", paper)
+    app.router.add_get("/api/papers/{arxiv_id:.+}", paper)
+    app.router.add_get("/healthz", health)
+    return app
+
+
+__all__ = ["WebContext", "build_web_app"]

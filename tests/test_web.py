@@ -1,0 +1,195 @@
+"""The web pages over generated data (always) and the real listings (when ``../shared`` is
+there): a real server on 127.0.0.1, checked against the CLI's JSON and the chat's wording."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import sys
+from asyncio.subprocess import PIPE
+from collections.abc import AsyncIterator
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from conftest import requires_listings
+from fake_arxiv import LISTINGS
+from topicpulse import momentum
+from topicpulse.ingest import import_files
+from topicpulse.matching import match_new_papers
+from topicpulse.models import RunStats, iso, parse_iso
+from topicpulse.store import Store
+from topicpulse.synthetic import generate_papers
+from topicpulse.topics import sync_catalogue
+from topicpulse.web.server import WebContext, build_web_app
+
+pytestmark = pytest.mark.timeout(120)
+
+NOW = momentum.as_of_day(date(2026, 11, 20))  # the end of that day, as --as-of means
+SLUG = "rl-for-language-models"
+
+
+async def serve(store: Store, now: datetime, **extra: object) -> TestClient:
+    context = WebContext(store, poll_seconds=1800, bot_username="topicpulse_bot", **extra)  # type: ignore[arg-type]
+    context.clock = lambda: now
+    client = TestClient(TestServer(build_web_app(context), host="127.0.0.1"))
+    await client.start_server()
+    return client
+
+
+@pytest.fixture
+async def generated(tmp_path: Path) -> AsyncIterator[tuple[Path, TestClient]]:
+    db = tmp_path / "web.db"
+    async with await Store.open(db, clock=lambda: NOW) as store:
+        papers = generate_papers(start=(NOW - timedelta(weeks=13)).date(), days=91, per_weekday=60)
+        await store.upsert_papers([p for p in papers if parse_iso(p.published) < NOW])
+        await sync_catalogue(store)
+        await match_new_papers(store, clock=lambda: NOW, alerts=False)
+        client = await serve(store, NOW)
+        try:
+            yield db, client
+        finally:
+            await client.close()
+
+
+async def cli_json(db: Path, *argv: str) -> dict:
+    """What ``topicpulse <argv> --json`` prints, run as a user would (its own process)."""
+    env = {**os.environ, "TOPICPULSE_DB": str(db)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "topicpulse", *argv, "--json", env=env, stdout=PIPE, stderr=PIPE
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode()
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+async def test_the_topic_page_agrees_with_the_cli_and_the_chat(
+    generated: tuple[Path, TestClient],
+) -> None:
+    db, client = generated
+    data = await (await client.get(f"/api/topics/{SLUG}")).json()
+    day = (NOW - timedelta(days=1)).date().isoformat()  # NOW is the end of that day
+    cli_m = await cli_json(db, "momentum", "--topic", SLUG, "--as-of", day)
+    preview = await cli_json(db, "preview", "--topic", SLUG, "--as-of", day)
+    assert data["momentum"] == cli_m
+    assert data["latest"]["count"] == preview["count"] > 20
+    async with await Store.open(db) as store:
+        [topic] = [t for t in await store.topics(kind="catalogue") if t.slug == SLUG]
+        m = await momentum.compute(store, topic=topic, as_of=NOW)
+        since = iso(NOW - timedelta(days=28))
+        latest = await store.matching_papers(topic_id=topic.id, since=since, until=iso(NOW))
+    assert data["headline"] == momentum.headline(m)
+    html = await (await client.get(f"/topics/{SLUG}")).text()
+    assert f'<p class="headline">{momentum.headline(m)}</p>' in html
+    counts = [int(c) for c in re.findall(r'data-count="(\d+)"', html)]
+    assert counts == [c for _, c in m.weekly]
+    assert f'Latest papers <span class="latest-count">{len(latest)}</span>' in html
+    assert 'href="https://t.me/topicpulse_bot?start=follow_rl_for_language_models"' in html
+    shown = re.findall(r'<h3><a href="https://arxiv.org/abs/([^"]+)">', html)
+    assert shown == [p.arxiv_id for p in latest[:20]]
+    second = await (await client.get(f"/topics/{SLUG}?page=2")).text()
+    assert re.findall(r'<h3><a href="https://arxiv.org/abs/([^"]+)">', second) == [
+        p.arxiv_id for p in latest[20:40]
+    ]
+
+
+async def test_catalogue_paper_and_query_pages(generated: tuple[Path, TestClient]) -> None:
+    _, client = generated
+    rows = await (await client.get("/api/topics")).json()
+    assert len(rows) >= 50 and {"name", "slug", "last_4w", "weekly"} <= set(rows[0])
+    html = await (await client.get("/")).text()
+    assert f'<a href="/topics/{SLUG}">' in html
+    data = await (await client.get(f"/api/topics/{SLUG}")).json()
+    first = data["latest"]["papers"][0]["arxiv_id"]
+    paper = await client.get(f"/papers/{first}")
+    assert paper.status == 200 and "More like this" in await paper.text()
+    query = await client.get("/q", params={"query": "grpo AND reasoning"})
+    assert query.status == 200
+    assert "<h1>grpo AND reasoning</h1>" in await query.text()
+
+
+async def test_the_ask_form_answers_from_the_topic(generated: tuple[Path, TestClient]) -> None:
+    _, client = generated
+    html = await (await client.get(f"/topics/{SLUG}", params={"question": "reward model"})).text()
+    assert re.search(r"From \d+ papers on RL for Language Models:", html)
+    assert html.count('<li class="passage">') >= 1
+    hollow = await (await client.get(f"/topics/{SLUG}", params={"question": "what is it?"})).text()
+    assert "Ask with at least one word about the subject" in hollow
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "status"),
+    [
+        ("/q", {"query": "<script>alert(1)</script>"}, 200),
+        ("/q", {"query": '"unclosed AND (x'}, 400),
+        ("/q", {"query": "x" * 10_000}, 400),
+        ("/q", {"query": "a" * 299 + "'"}, 200),
+        ("/q", {}, 400),
+        (f"/topics/{SLUG}", {"page": "-1"}, 400),
+        (f"/topics/{SLUG}", {"page": "99999999"}, 400),
+        (f"/topics/{SLUG}", {"question": "<img src=x onerror=alert(1)>"}, 200),
+        ("/topics/no-such-topic", {}, 404),
+        ("/papers/not-an-id", {}, 404),
+        ("/api/q", {"query": "NOT"}, 400),
+    ],
+)
+async def test_hostile_input_gets_an_escaped_page_or_a_clear_error(
+    generated: tuple[Path, TestClient], path: str, params: dict[str, str], status: int
+) -> None:
+    _, client = generated
+    response = await client.get(path, params=params)
+    assert response.status == status
+    body = await response.text()
+    assert "<script>" not in body and "<img src=x" not in body
+    if status >= 400 and not path.startswith("/api/") and len(params.get("query", "")) < 8_000:
+        assert re.search(r'<p class="error">[^<]+</p>', body)  # ours; a 10 KB line is aiohttp's
+
+
+async def test_health_says_when_polls_are_stale(tmp_path: Path) -> None:
+    clock = [NOW]
+    async with await Store.open(tmp_path / "h.db", clock=lambda: clock[0]) as store:
+        client = await serve(store, NOW)
+        try:
+            response = await client.get("/healthz")
+            assert response.status == 503  # nothing polled yet
+            assert (await response.json())["last_successful_poll"] is None
+            clock[0] = NOW - timedelta(minutes=10)
+            await store.finish_run(await store.start_run("poll"), RunStats(kind="poll"))
+            ok = await client.get("/healthz")
+            body = await ok.json()
+            assert ok.status == 200 and body["status"] == "ok"
+            assert body["seconds_since_poll"] == 600 and body["outbox_pending"] == 0
+        finally:
+            await client.close()
+        stale = await serve(store, NOW + timedelta(hours=2))  # 3 poll intervals = 1.5 h
+        try:
+            assert (await stale.get("/healthz")).status == 503
+        finally:
+            await stale.close()
+
+
+@requires_listings
+async def test_the_topic_page_over_the_real_listings(tmp_path: Path) -> None:
+    async with await Store.open(tmp_path / "real.db") as store:
+        await import_files(store, [LISTINGS])
+        await sync_catalogue(store)
+        await match_new_papers(store, alerts=False)
+        _, newest = await store.published_range()
+        assert newest is not None
+        now = datetime.combine(
+            parse_iso(newest).date() + timedelta(days=1), datetime.min.time(), UTC
+        )
+        client = await serve(store, now)
+        try:
+            data = await (await client.get(f"/api/topics/{SLUG}")).json()
+            [topic] = [t for t in await store.topics(kind="catalogue") if t.slug == SLUG]
+            m = await momentum.compute(store, topic=topic, as_of=now)
+            assert data["momentum"] == m.to_json() and m.last_4w > 20
+            html = await (await client.get(f"/topics/{SLUG}")).text()
+            assert f'Latest papers <span class="latest-count">{m.last_4w}</span>' in html
+        finally:
+            await client.close()
