@@ -7,17 +7,20 @@ import asyncio
 import json
 import os
 import re
+import socket
 import sys
 from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from conftest import requires_listings
 from fake_arxiv import LISTINGS
+from test_bot_e2e import USER, bot_session, seed_papers
 from topicpulse import momentum
 from topicpulse.ingest import import_files
 from topicpulse.matching import match_new_papers
@@ -112,6 +115,31 @@ async def test_catalogue_paper_and_query_pages(generated: tuple[Path, TestClient
     assert "<h1>grpo AND reasoning</h1>" in await query.text()
 
 
+async def test_pages_are_cached_for_the_poll_interval(tmp_path: Path) -> None:
+    clock = [0.0]
+    async with await Store.open(tmp_path / "c.db") as store:
+        await sync_catalogue(store)
+        client = await serve(store, NOW, monotonic=lambda: clock[0])
+        try:
+            first = await client.get(f"/api/topics/{SLUG}")
+            again = await client.get(f"/api/topics/{SLUG}")  # from the cache: sent again
+            assert first.status == again.status == 200
+            assert await first.json() == await again.json()
+            assert again.content_type == "application/json"
+            assert (await again.json())["latest"]["count"] == 0
+            await store.upsert_papers(
+                [p for p in generate_papers(start=NOW.date() - timedelta(days=3), days=2)]
+            )
+            await match_new_papers(store, clock=lambda: NOW, alerts=False)
+            cached = await (await client.get(f"/api/topics/{SLUG}")).json()
+            assert cached["latest"]["count"] == 0  # within the poll interval: the cached page
+            clock[0] += 1801
+            fresh = await (await client.get(f"/api/topics/{SLUG}")).json()
+            assert fresh["latest"]["count"] > 0
+        finally:
+            await client.close()
+
+
 async def test_the_ask_form_answers_from_the_topic(generated: tuple[Path, TestClient]) -> None:
     _, client = generated
     html = await (await client.get(f"/topics/{SLUG}", params={"question": "reward model"})).text()
@@ -193,3 +221,33 @@ async def test_the_topic_page_over_the_real_listings(tmp_path: Path) -> None:
             assert f'Latest papers <span class="latest-count">{m.last_4w}</span>' in html
         finally:
             await client.close()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_the_bot_serves_the_pages_beside_itself_when_a_port_is_set(tmp_path: Path) -> None:
+    port = free_port()
+    async with bot_session(
+        tmp_path, papers=seed_papers(), TOPICPULSE_WEB_HOST="127.0.0.1", TOPICPULSE_WEB_PORT=port
+    ) as bot:
+        await bot.poll()
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
+            async with http.get("/healthz") as health:
+                body = await health.json()
+                assert health.status == 200 and body["delivery"] == "running"
+            async with http.get(f"/topics/{SLUG}") as page:
+                html = await page.text()
+        username = bot.app.bot.username  # type: ignore[union-attr]
+        assert f'href="https://t.me/{username}?start=follow_rl_for_language_models"' in html
+        # The deep link is what /start understands.
+        linked = await bot.say(USER, "/start follow_rl_for_language_models")
+        assert (linked.plain_text or "").startswith("✅ Now following RL for Language Models")
+
+
+async def test_a_polling_bot_opens_no_port_by_default(tmp_path: Path) -> None:
+    async with bot_session(tmp_path) as bot:
+        assert bot.pipeline.web_runner is None

@@ -292,7 +292,7 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
 
     from topicpulse.web.server import WebContext, build_web_app
 
-    host, port = args.host or settings.web_host, args.port or settings.web_port
+    host, port = args.host or settings.web_host, args.port or settings.web_port or 8080
     async with await Store.open(settings.db) as store:
         await sync_catalogue(store)
         context = WebContext(

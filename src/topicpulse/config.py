@@ -93,8 +93,9 @@ class Settings(BaseSettings):
 
     # The web pages (topicpulse serve; and beside the bot, see README "Deploy").
     web_host: str = Field(default="0.0.0.0", alias="TOPICPULSE_WEB_HOST")
-    web_port: int = Field(
-        default=8080, ge=1, le=65535, validation_alias=AliasChoices("TOPICPULSE_WEB_PORT", "PORT")
+    # unset: `run` opens no port (a polling bot needs none) and `serve` uses 8080
+    web_port: int | None = Field(
+        default=None, ge=1, le=65535, validation_alias=AliasChoices("TOPICPULSE_WEB_PORT", "PORT")
     )
     bot_username: str | None = Field(default=None, alias="TOPICPULSE_BOT_USERNAME")
     # /ask's optional generated answer: an OpenAI-compatible chat-completions endpoint.

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from aiohttp import web
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
@@ -40,6 +41,7 @@ from topicpulse.matching import match_new_papers
 from topicpulse.models import utcnow
 from topicpulse.store import Store
 from topicpulse.topics import sync_catalogue
+from topicpulse.web.server import WebContext, build_web_app
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,13 @@ class Pipeline:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    web_runner: web.AppRunner | None = None  # the topic pages, when a port is configured
+
+    def delivery_state(self) -> str:
+        """For /healthz: "halted" (Telegram keeps failing), "stopped", or "running"."""
+        if self.delivery.closed:
+            return "stopped"
+        return "halted" if self.delivery.halted() else "running"
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run ``coro`` in the background; if it dies, its traceback is logged right away."""
@@ -224,6 +233,18 @@ def build_application(
             wake_delivery=pipeline.wake.set,
             answer_writer=answer_writer(settings),
         )
+        if settings.web_port is not None:
+            pipeline.web_runner = await start_web(
+                WebContext(
+                    store,
+                    poll_seconds=settings.poll_seconds,
+                    bot_username=app.bot.username,
+                    clock=clock,
+                    delivery_state=pipeline.delivery_state,
+                ),
+                settings.web_host,
+                settings.web_port,
+            )
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
         pipeline.spawn(pipeline.delivery_worker(), "delivery")
@@ -267,6 +288,8 @@ def build_application(
             task.cancel()
         await asyncio.gather(*pipeline.tasks, return_exceptions=True)
         await pipeline.ingestor.client.aclose()
+        if pipeline.web_runner is not None:
+            await pipeline.web_runner.cleanup()
         tp = app.bot_data.get("topicpulse")
         if tp is not None and tp.answer_writer is not None:
             await tp.answer_writer.close()
@@ -288,6 +311,15 @@ def build_application(
     handlers.register(app)
     membership.register(app)
     return app
+
+
+async def start_web(context: WebContext, host: str, port: int) -> web.AppRunner:
+    """The topic pages (and /healthz) on ``host:port`` beside the bot."""
+    runner = web.AppRunner(build_web_app(context))
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    log.info("serving the topic pages on %s:%d", host, port)
+    return runner
 
 
 def answer_writer(settings: Settings) -> AnswerWriter | None:

@@ -99,6 +99,7 @@ class CountQueries(Database):
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
+        offset: int = 0,
         order: str = "newest",
     ) -> list[StoredPaper]:
         """Papers of a topic, of an FTS query, or of both (a query within a topic's papers),
@@ -112,28 +113,32 @@ class CountQueries(Database):
             args.append(fts)
             if topic_id is not None:
                 source += " JOIN topic_papers tp ON tp.paper_id = p.id"
-        else:
+        # A topic's papers alone are read in its index's order (topic_id, published, paper_id):
+        # a page of the newest ones costs a few rows, not a sort of all of them.
+        by_topic = fts is None
+        when, paper = ("tp.published", "tp.paper_id") if by_topic else ("p.published", "p.id")
+        if by_topic:
             source = "topic_papers tp JOIN papers p ON p.id = tp.paper_id"
         if topic_id is not None:
             clauses.append("tp.topic_id = ?")
             args.append(topic_id)
         if since:
-            clauses.append("p.published >= ?")
+            clauses.append(f"{when} >= ?")
             args.append(since)
         if until:
-            clauses.append("p.published < ?")
+            clauses.append(f"{when} < ?")
             args.append(until)
         if order == "relevance" and fts is not None:
             order_by = "bm25(papers_fts, 10.0, 1.0, 3.0, 1.0), p.published DESC"
         else:
-            order_by = "p.published DESC, p.id DESC"
+            order_by = f"{when} DESC, {paper} DESC"
         sql = (
             f"SELECT {rows.prefixed(rows.PAPER_COLUMNS, 'p')} FROM {source}"
             f" WHERE {' AND '.join(clauses)} ORDER BY {order_by}"
         )
         if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
+            sql += " LIMIT ? OFFSET ?"
+            args += [limit, offset]
         return [rows.stored_paper(r) for r in await self._rows(sql, args)]
 
     async def term_documents(self, terms: Sequence[str]) -> dict[str, int]:

@@ -128,9 +128,18 @@ async def topic_page(
         raise PageError("Pages start at 1.")
     m = await momentum.compute(store, topic=topic, fts=fts, query=query, as_of=now)
     since, until = iso(now - timedelta(days=WINDOW_DAYS)), iso(now)
-    latest = await store.matching_papers(topic_id=topic_id, fts=fts, since=since, until=until)
-    pages = max(1, -(-len(latest) // PAGE_SIZE))
-    shown = latest[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]
+    (count,) = await store.count_windows([since, until], topic_id=topic_id, fts=fts)
+    pages = max(1, -(-count // PAGE_SIZE))
+    if page > pages:
+        raise PageError(f"There are {pages} pages of papers.")
+    shown = await store.matching_papers(
+        topic_id=topic_id,
+        fts=fts,
+        since=since,
+        until=until,
+        limit=PAGE_SIZE,
+        offset=(page - 1) * PAGE_SIZE,
+    )
     result = TopicPage(
         name=name,
         description=topic.description if topic else "",
@@ -139,7 +148,7 @@ async def topic_page(
         momentum=m,
         headline=momentum.headline(m),
         chart_svg=weekly_chart(m, label=f"Papers a week on {name}, last 12 weeks"),
-        latest_count=len(latest),
+        latest_count=count,
         page=page,
         pages=pages,
         cards=await cards(store, shown),

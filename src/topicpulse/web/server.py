@@ -50,7 +50,8 @@ class WebContext:
     clock: Callable[[], datetime] = utcnow
     delivery_state: Callable[[], str] = lambda: "not running in this process"
     monotonic: Callable[[], float] = time.monotonic
-    _cache: OrderedDict[str, tuple[float, web.Response]] = field(default_factory=OrderedDict)
+    # path → (expires, body, content type): a response object is sent once, its body any time
+    _cache: OrderedDict[str, tuple[float, bytes, str]] = field(default_factory=OrderedDict)
     _hits: dict[str, list[float]] = field(default_factory=dict)
 
     def allow(self, client: str) -> bool:
@@ -109,15 +110,17 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     cached = tp._cache.get(key)
     now = tp.monotonic()
     if cached and cached[0] > now:
-        return cached[1]
+        return web.Response(body=cached[1], content_type=cached[2], charset="utf-8")
     try:
         response = await handler(request)
     except pages.PageError as exc:
         return _fail(request, 400, str(exc))
     except web.HTTPException:
         raise
-    if isinstance(response, web.Response) and response.status == 200:
-        tp._cache[key] = (now + tp.poll_seconds, response)
+    if isinstance(response, web.Response) and response.status == 200 and response.body:
+        body = response.body
+        assert isinstance(body, bytes)
+        tp._cache[key] = (now + tp.poll_seconds, body, response.content_type)
         tp._cache.move_to_end(key)
         while len(tp._cache) > CACHED:
             tp._cache.popitem(last=False)
