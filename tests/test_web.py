@@ -251,3 +251,20 @@ async def test_the_bot_serves_the_pages_beside_itself_when_a_port_is_set(tmp_pat
 async def test_a_polling_bot_opens_no_port_by_default(tmp_path: Path) -> None:
     async with bot_session(tmp_path) as bot:
         assert bot.pipeline.web_runner is None
+
+
+async def test_replies_link_the_topic_page_when_the_pages_are_public(tmp_path: Path) -> None:
+    async with bot_session(
+        tmp_path, papers=seed_papers(), TOPICPULSE_PUBLIC_URL="https://pulse.example.org/"
+    ) as bot:
+        await bot.poll()
+        page = f"https://pulse.example.org/topics/{SLUG}"
+        [summary, _chart] = await bot.ask(USER, "/momentum RL for Language Models")
+        assert ("🌐 Open topic page", page) in summary.buttons
+        assert summary.buttons[0][0] == "❓ Ask about this topic"
+        latest = await bot.say(USER, "/latest RL for Language Models")
+        assert latest.buttons == [("🌐 Open topic page", page)]
+        custom = await bot.ask(USER, "/follow grpo AND reasoning")
+        assert custom
+        [mine, _] = await bot.ask(USER, "/momentum grpo AND reasoning")
+        assert [label for label, _ in mine.buttons] == ["❓ Ask about this topic"]  # no page

@@ -98,6 +98,8 @@ class Settings(BaseSettings):
         default=None, ge=1, le=65535, validation_alias=AliasChoices("TOPICPULSE_WEB_PORT", "PORT")
     )
     bot_username: str | None = Field(default=None, alias="TOPICPULSE_BOT_USERNAME")
+    # the pages' public address: /momentum and /latest then carry an "Open topic page" button
+    public_url: str | None = Field(default=None, alias="TOPICPULSE_PUBLIC_URL")
     # /ask's optional generated answer: an OpenAI-compatible chat-completions endpoint.
     llm_url: str | None = Field(default=None, alias="TOPICPULSE_LLM_URL")
     llm_model: str | None = Field(default=None, alias="TOPICPULSE_LLM_MODEL")
@@ -109,7 +111,9 @@ class Settings(BaseSettings):
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
 
-    @field_validator("llm_url", "llm_model", "llm_api_key", "bot_username", mode="before")
+    @field_validator(
+        "llm_url", "llm_model", "llm_api_key", "bot_username", "public_url", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -124,7 +128,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"{cat!r} is not an arXiv category (e.g. cs.CL, stat.ML)")
         return value
 
-    @field_validator("telegram_api_url", "arxiv_api_url", "llm_url")
+    @field_validator("telegram_api_url", "arxiv_api_url", "llm_url", "public_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

@@ -118,7 +118,12 @@ def markup(keyboard: Keyboard) -> InlineKeyboardMarkup | None:
         return None
     return InlineKeyboardMarkup(
         [
-            [InlineKeyboardButton(label, callback_data=data) for label, data in row]
+            [
+                InlineKeyboardButton(label, url=data)
+                if data.startswith(("https://", "http://"))  # a link, not a callback
+                else InlineKeyboardButton(label, callback_data=data)
+                for label, data in row
+            ]
             for row in keyboard
         ]
     )

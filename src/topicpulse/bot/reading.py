@@ -57,7 +57,9 @@ async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
         return
     topic = await chats.any_topic(tp.store, chat_id, text)
     m = await momentum.compute(tp.store, topic=topic, as_of=now)
-    await reply(update, formatting.momentum_text(m), views.ask_button(topic))
+    await reply(
+        update, formatting.momentum_text(m), views.topic_buttons(topic, tp.settings.public_url)
+    )
     png = await offload.run(render_chart, m)
     assert update.effective_message is not None
     await update.effective_message.reply_photo(
@@ -123,8 +125,10 @@ async def _send_latest(
         return
     tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
     header = f"🗞 <b>Latest in {esc(shorten(topic.name, 100))}</b>"
-    for text in formatting.paper_list(papers, header=header, tags=tags):
-        await reply(update, text)
+    messages = formatting.paper_list(papers, header=header, tags=tags)
+    buttons = views.topic_buttons(topic, tp.settings.public_url, ask=False)
+    for n, text in enumerate(messages, start=1):
+        await reply(update, text, buttons if n == len(messages) else None)
 
 
 async def latest_button(

@@ -213,5 +213,12 @@ def ask_prompt(topic: Topic) -> str:
     )
 
 
-def ask_button(topic: Topic) -> Keyboard:
-    return [[button("❓ Ask about this topic", callbacks.AskAbout(topic.id))]]
+def topic_buttons(topic: Topic, public_url: str | None, *, ask: bool = True) -> Keyboard:
+    """Under /momentum (and /latest): ❓ Ask about this topic, and 🌐 Open topic page (a link)
+    when the pages have a public address and the topic a page (a catalogue topic)."""
+    rows: Keyboard = (
+        [[button("❓ Ask about this topic", callbacks.AskAbout(topic.id))]] if ask else []
+    )
+    if public_url and topic.slug:
+        rows.append([("🌐 Open topic page", f"{public_url.rstrip('/')}/topics/{topic.slug}")])
+    return rows
