@@ -143,7 +143,7 @@ def _same_query(topics: list[Topic], text: str) -> Topic | None:
     """The custom topic among ``topics`` whose query means the same as ``text`` (custom topics
     are shared, so its name may be how another chat first spelled it)."""
     try:
-        normalised = ql.normalise(text)
+        normalised = ql.normalise(text, max_length=None)  # a generated query may be long
     except ql.QueryError:
         return None
     for topic in topics:
@@ -152,7 +152,7 @@ def _same_query(topics: list[Topic], text: str) -> Topic | None:
         if topic.query == normalised:
             return topic
         with contextlib.suppress(ql.QueryError):
-            if ql.normalise(topic.query) == normalised:
+            if ql.normalise(topic.query, max_length=None) == normalised:
                 return topic
     return None
 
