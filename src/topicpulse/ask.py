@@ -159,7 +159,8 @@ async def ask(
     if not terms:
         raise QuestionError("Ask with at least one word about the subject, e.g. reward hacking.")
     topic_id = topic.id if topic else None
-    in_scope = await store.count_matches(topic_id=topic_id) if topic else await store.count_papers()
+    total = await store.count_papers()
+    in_scope = await store.count_matches(topic_id=topic_id) if topic else total
     if method == "newest":  # the baseline: what /latest would show
         found = await store.matching_papers(
             topic_id=topic_id, fts=None if topic else search_expression(terms), limit=limit
@@ -175,7 +176,7 @@ async def ask(
     *flat_stems, question_stems = await asyncio.to_thread(stem_texts, [*flat, " ".join(terms)])
     query = set(question_stems)
     documents = await store.term_documents(sorted(query))
-    total = max(await store.count_papers(), 1)
+    total = max(total, 1)
     idf = {
         s: math.log(1 + (total - documents.get(s, 0) + 0.5) / (documents.get(s, 0) + 0.5))
         for s in query

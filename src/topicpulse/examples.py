@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from topicpulse import arxiv
 from topicpulse import query as ql
 from topicpulse.models import StoredPaper
-from topicpulse.similarity import STOPWORDS
+from topicpulse.similarity import content_words
 from topicpulse.stemming import stem_texts
 from topicpulse.store import Store
 
@@ -35,7 +35,6 @@ WORDS = 6  # words that describe the examples
 MIN_SHARED = 2  # … of which a paper must hold this many (3 for a broad set, see MAX_SHARE)
 MAX_SHARE = 0.05  # "at least 2" matching more than this share of the last 4 weeks is too broad
 MIN_DOCUMENTS = 3  # a word fewer stored papers use is too rare to find anything
-MIN_LENGTH = 3
 TITLE_WEIGHT = 2
 SHARED_POWER = 1  # words more of the examples use weigh more: (share of examples) ** this
 
@@ -60,20 +59,12 @@ def parse_ids(text: str) -> list[str]:
     return ids
 
 
-def _content(text: str) -> list[str]:
-    return [
-        t
-        for t in ql.tokenize(text)
-        if len(t) >= MIN_LENGTH and not t.isdigit() and t not in STOPWORDS
-    ]
-
-
 async def describing_words(store: Store, papers: Sequence[StoredPaper]) -> list[str]:
     """The ``WORDS`` words that best describe ``papers`` against the whole store."""
     per_paper = []
     for paper in papers:
-        uses = Counter(_content(paper.abstract))
-        for word in _content(paper.title):
+        uses = Counter(content_words(paper.abstract))
+        for word in content_words(paper.title):
             uses[word] += TITLE_WEIGHT
         per_paper.append(uses)
     words = sorted(set().union(*per_paper))

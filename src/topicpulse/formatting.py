@@ -14,6 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from topicpulse.ask import Answer
+from topicpulse.llm import CITATION
 from topicpulse.models import StoredPaper, Topic
 from topicpulse.momentum import Momentum, headline, sparkline
 from topicpulse.wording import plural
@@ -27,7 +28,6 @@ SHOWN_TAGS = 8  # a paper's topic tags shown (followed ones first); the rest are
 MAX_ABSTRACT = 1_200  # characters of an abstract in a card (collapsed: one tap unfolds it)
 MAX_LIST_ABSTRACT = 600  # … in a digest or a /latest and /search list, where cards are many
 MAX_NOTE = 160  # a journal reference or comment ("Accepted at ICML 2026")
-_CITATION = re.compile(r"\[(\d{1,2})\]")  # a generated answer's [n]
 CATCH_UP_TOPICS = 8  # topics a catch-up lists, each with its count, /latest and a button
 BUTTON_NAME = 32  # characters of a topic's name on a button
 
@@ -347,7 +347,7 @@ def answer_messages(answer: Answer, generated: str | None = None) -> list[str]:
         return [f"{header}\n\nNo stored paper speaks to that. Try other words."]
     blocks = [header]
     if generated:
-        linked = _CITATION.sub(lambda m: _cite(m, answer), esc(generated))
+        linked = CITATION.sub(lambda m: _cite(m, answer), esc(generated))
         blocks.append(f"{linked}\n<i>Written by a language model from the passages below.</i>")
     for n, passage in enumerate(answer.passages, 1):
         paper = passage.paper

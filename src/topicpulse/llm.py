@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 MAX_ANSWER = 1_200  # characters of a generated answer at most (cut at a sentence)
 MAX_TOKENS = 350
-_CITATION = re.compile(r"\[(\d{1,2})\]")
+CITATION = re.compile(r"\[(\d{1,2})\]")  # a passage cited in an answer: [n]
 
 SYSTEM_PROMPT = (
     "You answer a researcher's question using ONLY the numbered passages below, which are"
@@ -52,7 +52,7 @@ def prompt(question: str, passages: Sequence[Passage]) -> str:
 
 def grounded(text: str, count: int) -> str | None:
     """The answer if it cites at least one passage and no passage that does not exist."""
-    cited = {int(n) for n in _CITATION.findall(text)}
+    cited = {int(n) for n in CITATION.findall(text)}
     if not cited or not cited <= set(range(1, count + 1)):
         return None
     if len(text) > MAX_ANSWER:

@@ -266,6 +266,12 @@ async def detect_spikes(
     return opened
 
 
+def rising_first(m: Momentum) -> tuple[float, int]:
+    """Sort key (with ``reverse=True``) for a chat's or the catalogue's topics: the biggest
+    change first, topics with no papers before at the bottom, ties by volume."""
+    return (m.change_pct if m.change_pct is not None else -1e9, m.last_4w)
+
+
 async def trending(
     store: Store, *, as_of: datetime | None = None, min_volume: int = 5, limit: int = 10
 ) -> list[Momentum]:

@@ -38,15 +38,19 @@ STOPWORDS = frozenset(
 )
 
 
+def content_words(text: str) -> list[str]:
+    """The words of ``text`` that can carry a topic: not stopwords, numbers or very short."""
+    return [
+        t
+        for t in ql.tokenize(text)
+        if len(t) >= MIN_LENGTH and not t.isdigit() and t not in STOPWORDS
+    ]
+
+
 def content_terms(paper: StoredPaper) -> list[str]:
     """The paper's distinct content words, title first, at most ``MAX_TERMS``."""
-    seen: dict[str, None] = {}
-    for token in ql.tokenize(paper.title) + ql.tokenize(paper.abstract):
-        if len(token) >= MIN_LENGTH and not token.isdigit() and token not in STOPWORDS:
-            seen.setdefault(token, None)
-        if len(seen) >= MAX_TERMS:
-            break
-    return list(seen)
+    seen = dict.fromkeys(content_words(paper.title) + content_words(paper.abstract))
+    return list(seen)[:MAX_TERMS]
 
 
 def similarity_query(paper: StoredPaper) -> str | None:

@@ -26,7 +26,7 @@ from telegram.constants import ChatMemberStatus, ChatType, ParseMode
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
-from topicpulse import formatting
+from topicpulse import formatting, throttle
 from topicpulse.bot.views import Keyboard, View
 from topicpulse.chats import UserError, clean_text
 from topicpulse.config import Settings
@@ -72,13 +72,8 @@ class BotContext:
         """Per-user command rate limit (a sliding window, in memory)."""
         limit, period = COMMAND_RATE
         now = self.monotonic()
-        stamps = [t for t in self._recent.get(user_id, []) if now - t < period]
-        allowed = len(stamps) < limit
-        if allowed:
-            stamps.append(now)
-        self._recent[user_id] = stamps
-        if len(self._recent) > RATE_MEMORY:
-            self._recent = {u: ts for u, ts in self._recent.items() if ts and now - ts[-1] < period}
+        allowed = throttle.admit(self._recent, user_id, now, limit, period, RATE_MEMORY)
+        if len(self._warned) > RATE_MEMORY:
             self._warned = {u: t for u, t in self._warned.items() if now - t < period}
         return allowed
 

@@ -48,10 +48,7 @@ async def momentum_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -
             )
             return
         ms = await momentum.compute_many(tp.store, [s.topic for s in subs], as_of=now)
-        ms.sort(
-            key=lambda m: (m.change_pct if m.change_pct is not None else -1e9, m.last_4w),
-            reverse=True,
-        )
+        ms.sort(key=momentum.rising_first, reverse=True)
         title = "<b>Your topics, rising first</b> (papers in 4 weeks, change):"
         await reply_lines(update, views.ranked(title, ms))
         return

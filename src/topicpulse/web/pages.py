@@ -95,13 +95,7 @@ async def catalogue(store: Store, now: datetime) -> list[CatalogueRow]:
         CatalogueRow(t, m, momentum.sparkline([c for _, c in m.weekly]))
         for t, m in zip(topics, ms, strict=True)
     ]
-    rows.sort(
-        key=lambda r: (
-            r.momentum.change_pct if r.momentum.change_pct is not None else -1e9,
-            r.momentum.last_4w,
-        ),
-        reverse=True,
-    )
+    rows.sort(key=lambda r: momentum.rising_first(r.momentum), reverse=True)
     return rows
 
 

@@ -18,8 +18,8 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from topicpulse import arxiv
-from topicpulse.chats import MAX_ARGUMENT, clean_text
+from topicpulse import arxiv, throttle
+from topicpulse.chats import UserError, check_argument, clean_text
 from topicpulse.models import parse_iso, utcnow
 from topicpulse.store import Store
 from topicpulse.topics import find_catalogue_topic
@@ -56,15 +56,7 @@ class WebContext:
 
     def allow(self, client: str) -> bool:
         limit, period = RATE
-        now = self.monotonic()
-        stamps = [t for t in self._hits.get(client, []) if now - t < period]
-        if len(stamps) >= limit:
-            self._hits[client] = stamps
-            return False
-        self._hits[client] = [*stamps, now]
-        if len(self._hits) > 10_000:
-            self._hits = {c: ts for c, ts in self._hits.items() if ts and now - ts[-1] < period}
-        return True
+        return throttle.admit(self._hits, client, self.monotonic(), limit, period)
 
     def follow_link(self, slug: str) -> str | None:
         if not self.bot_username:
@@ -113,7 +105,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.Response(body=cached[1], content_type=cached[2], charset="utf-8")
     try:
         response = await handler(request)
-    except pages.PageError as exc:
+    except (pages.PageError, UserError) as exc:
         return _fail(request, 400, str(exc))
     except web.HTTPException:
         raise
@@ -128,12 +120,9 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 def _text(request: web.Request, name: str) -> str:
+    """A typed parameter, cleaned and limited as in chat ("" when absent)."""
     text = clean_text(request.query.get(name, ""))
-    if len(text) > MAX_ARGUMENT:
-        raise pages.PageError(
-            f"That {name} is {len(text)} characters; the limit is {MAX_ARGUMENT}."
-        )
-    return text
+    return check_argument(text, name) if text else ""
 
 
 def _page_number(request: web.Request) -> int:
