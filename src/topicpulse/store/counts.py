@@ -12,6 +12,7 @@ from topicpulse.store import rows
 from topicpulse.store.database import Database
 
 _TOPICS_PER_STATEMENT = 40  # 40 topics × 13 windows × 3 parameters stays far under SQLite's limit
+_TERM_DRIFT = 0.02  # document frequencies are read again once the store grew by 2%
 
 
 class CountQueries(Database):
@@ -143,15 +144,19 @@ class CountQueries(Database):
 
     async def term_documents(self, terms: Sequence[str]) -> dict[str, int]:
         """How many stored papers use each of these index terms (Porter stems, lower case);
-        a term no paper uses is absent."""
-        found: dict[str, int] = {}
-        for chunk in rows.chunks(sorted(set(terms))):
+        a term no paper uses is absent. Counts may lag the store by ``_TERM_DRIFT``."""
+        papers = await self.count_papers()
+        if papers > self._term_documents_papers * (1 + _TERM_DRIFT):
+            self._term_documents, self._term_documents_papers = {}, papers
+        cache = self._term_documents
+        missing = sorted({t for t in terms if t not in cache})
+        for chunk in rows.chunks(missing):
             for row in await self._rows(
                 f"SELECT term, doc FROM papers_fts_terms WHERE term IN ({rows.marks(chunk)})",
                 chunk,
             ):
-                found[row["term"]] = int(row["doc"])
-        return found
+                cache[row["term"]] = int(row["doc"])
+        return {t: cache[t] for t in terms if t in cache}
 
     # ------------------------------------------------------------------ spike episodes
     async def open_episodes(self, topic_ids: Sequence[int]) -> dict[int, SpikeEpisode]:

@@ -117,6 +117,10 @@ class Database:
         self.path = path
         self._write_lock = asyncio.Lock()
         self.clock: Callable[[], datetime] = utcnow  # the time written into rows
+        # Document frequencies read from the index, kept until the store grows by a few
+        # percent (a common term's count costs a scan of its whole posting list).
+        self._term_documents: dict[str, int] = {}
+        self._term_documents_papers = 0
 
     def _now(self) -> str:
         return iso(self.clock())
