@@ -18,7 +18,11 @@ raises in production (``RetryAfter``, ``ChatMigrated``, ``Forbidden``, ``BadRequ
 What it covers
 --------------
 * Methods: getMe, getUpdates (long polling with ``offset``/``limit``/``timeout``; a second poll
-  terminates the first with 409 like Telegram), setWebhook/deleteWebhook/getWebhookInfo,
+  terminates the first with 409 like Telegram; refused with 409 while a webhook is set),
+  setWebhook/deleteWebhook/getWebhookInfo (with a webhook set, queued updates are POSTed to it
+  one at a time, in order, with the ``X-Telegram-Bot-Api-Secret-Token`` header; an update
+  leaves the queue only on a 2xx answer, anything else is retried with backoff and shows as
+  ``last_error_message``),
   set/get/deleteMyCommands, logOut, close, sendMessage, sendPhoto, sendDocument (multipart
   uploads, bytes are kept), copyMessage, forwardMessage, editMessageText,
   editMessageCaption, editMessageReplyMarkup, deleteMessage, answerCallbackQuery,
@@ -47,7 +51,7 @@ What it covers
 
 What it deliberately does not do
 --------------------------------
-* No webhooks delivery, inline mode, payments, stickers, polls, media groups, business or
+* No inline mode, payments, stickers, polls, media groups, business or
   forum-topic features; no ``inline_message_id`` edits.
 * MarkdownV2/Markdown are *not* validated (the text is accepted verbatim, no entities), and no
   automatic entities (url/mention/hashtag) are detected in the bot's own messages.
@@ -69,6 +73,7 @@ What it deliberately does not do
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import math
@@ -80,6 +85,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import aiohttp
 from aiohttp import web
 
 __all__ = [
@@ -929,6 +935,11 @@ class FakeTelegram:
         self._callback_counter = itertools.count(1)
         self._commands: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._webhook_url = ""
+        self._webhook_secret = ""
+        self._webhook_error: tuple[int, str] | None = None  # (unix time, message)
+        self._webhook_task: asyncio.Task[None] | None = None
+        self._webhook_wake = asyncio.Event()
+        self.webhook_posts: list[tuple[int, int]] = []  # (update_id, HTTP status; 0: no answer)
 
         # Updates / long polling.
         self._updates: deque[dict[str, Any]] = deque()
@@ -977,6 +988,11 @@ class FakeTelegram:
             return
         self._stopping = True
         self._wake_poller("stop")
+        if self._webhook_task is not None:
+            self._webhook_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._webhook_task
+            self._webhook_task = None
         runner, self._runner = self._runner, None
         await runner.cleanup()
 
@@ -1354,6 +1370,7 @@ class FakeTelegram:
     # ------------------------------------------------------------------ HTTP layer
 
     def _wake_poller(self, reason: str) -> None:
+        self._webhook_wake.set()
         poller = self._poller
         if poller is not None and not poller.done():
             poller.set_result(reason)
@@ -1928,24 +1945,71 @@ class FakeTelegram:
         return list(itertools.islice(self._updates, limit))
 
     def _m_set_webhook(self, params: dict[str, Any]) -> bool:
-        url = params.get("url") or ""
-        self._webhook_url = str(url)
+        url = str(params.get("url") or "")
+        secret = str(params.get("secret_token") or "")
+        # Telegram wants HTTPS; plain HTTP is allowed here for a bot on this machine.
+        if url and not url.startswith(("https://", "http://127.0.0.1:", "http://localhost:")):
+            raise _bad("bad webhook: HTTPS url must be provided for webhook")
+        if secret and not re.fullmatch(r"[A-Za-z0-9_-]{1,256}", secret):
+            raise _bad("secret token contains unallowed characters")
+        self._webhook_url, self._webhook_secret = url, secret
+        self._webhook_error = None
         if params.get("drop_pending_updates"):
             self._updates.clear()
+        if url and self._webhook_task is None:
+            self._webhook_task = asyncio.get_running_loop().create_task(self._push_updates())
+        self._webhook_wake.set()
         return True
 
     def _m_delete_webhook(self, params: dict[str, Any]) -> bool:
-        self._webhook_url = ""
+        self._webhook_url = self._webhook_secret = ""
         if params.get("drop_pending_updates"):
             self._updates.clear()
         return True
 
     def _m_get_webhook_info(self, params: dict[str, Any]) -> dict[str, Any]:
-        return {
+        info: dict[str, Any] = {
             "url": self._webhook_url,
             "has_custom_certificate": False,
             "pending_update_count": len(self._updates),
         }
+        if self._webhook_error is not None:
+            info["last_error_date"], info["last_error_message"] = self._webhook_error
+        return info
+
+    async def _push_updates(self) -> None:
+        """Webhook delivery: the oldest queued update, POSTed until the bot answers 2xx."""
+        delay = 0.05
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as session:
+            while True:
+                if not self._webhook_url or not self._updates or self._stopping:
+                    self._webhook_wake.clear()
+                    await self._webhook_wake.wait()
+                    continue
+                update = self._updates[0]
+                headers = {}
+                if self._webhook_secret:
+                    headers["X-Telegram-Bot-Api-Secret-Token"] = self._webhook_secret
+                try:
+                    async with session.post(
+                        self._webhook_url, json=update, headers=headers
+                    ) as response:
+                        status, reason = response.status, response.reason or ""
+                        await response.read()
+                except (aiohttp.ClientError, TimeoutError) as exc:
+                    status, reason = 0, type(exc).__name__
+                self.webhook_posts.append((int(update["update_id"]), status))
+                if 200 <= status < 300:
+                    if self._updates and self._updates[0] is update:
+                        self._updates.popleft()
+                    delay = 0.05
+                    continue
+                message = f"Wrong response from the webhook: {status} {reason}"
+                self._webhook_error = (int(time.time()), message if status else reason)
+                self._webhook_wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._webhook_wake.wait(), delay)
+                delay = min(delay * 2, 2.0)
 
     @staticmethod
     def _commands_key(params: dict[str, Any]) -> tuple[str, str]:

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import socket
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -239,10 +240,13 @@ async def bot_session(
     clock: Clock | None = None,
     name: str = "bot.db",
     arxiv_script: Iterable[Scripted] = (),
+    transport: str = "polling",
     **overrides: Any,
 ) -> AsyncIterator[Bot]:
     """A running bot against fresh fakes. ``arxiv_script``: the fake arXiv's first answers
-    (scripted before the bot starts); ``overrides``: settings, by their variable names."""
+    (scripted before the bot starts); ``transport``: how updates reach the bot, "polling" or
+    "webhook" (the fake POSTs them to the bot's server on 127.0.0.1); ``overrides``:
+    settings, by their variable names."""
     fake = FakeTelegram()
     await fake.start()
     arxiv = FakeArxiv(papers)
@@ -261,6 +265,13 @@ async def bot_session(
         TOPICPULSE_SPIKE_MIN_PAPERS=10_000,
         TOPICPULSE_SPIKE_MIN_WEEK_PAPERS=10_000,
     )
+    if transport == "webhook":
+        port = free_port()
+        defaults |= dict(
+            TOPICPULSE_WEBHOOK_URL=f"http://127.0.0.1:{port}",
+            TOPICPULSE_WEB_HOST="127.0.0.1",
+            TOPICPULSE_WEB_PORT=port,
+        )
     settings = load_settings(**(defaults | overrides))
     bot = Bot(fake, arxiv, settings, clock or Clock())
     try:
@@ -272,10 +283,17 @@ async def bot_session(
         await fake.stop()
 
 
-@pytest.fixture
-async def bot(tmp_path: Path) -> AsyncIterator[Bot]:
-    """A running bot whose store already holds the seed papers (one poll)."""
-    async with bot_session(tmp_path, papers=seed_papers()) as running_bot:
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture(params=["polling", "webhook"])
+async def bot(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[Bot]:
+    """A running bot whose store already holds the seed papers (one poll); every test that
+    uses it runs twice, with updates by long polling and by webhook."""
+    async with bot_session(tmp_path, papers=seed_papers(), transport=request.param) as running_bot:
         await running_bot.poll()
         yield running_bot
         check_traffic(running_bot.fake)
@@ -1030,13 +1048,18 @@ async def test_an_error_in_a_handler_is_logged_answered_and_survived(
     assert (await bot.say(USER + 1, "/start")).text is not None
 
 
+@pytest.mark.parametrize("transport", ["polling", "webhook"])
 async def test_the_token_is_in_no_log_line(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    transport: str,
 ) -> None:
+    """Nor the webhook's secret token."""
     caplog.set_level(logging.DEBUG)
-    for name in ("topicpulse", "telegram", "httpx", "httpcore", "apscheduler"):
+    for name in ("topicpulse", "telegram", "httpx", "httpcore", "apscheduler", "aiohttp"):
         caplog.set_level(logging.DEBUG, logger=name)
-    async with bot_session(tmp_path, papers=seed_papers()) as bot:
+    async with bot_session(tmp_path, papers=seed_papers(), transport=transport) as bot:
         token = bot.fake.token
         await bot.poll()
         await bot.ask(USER, "/start")
@@ -1053,17 +1076,19 @@ async def test_the_token_is_in_no_log_line(
         await bot.restart()
         await bot.ask(USER, "/list")
         check_traffic(bot.fake)
+        secrets = [c.params["secret_token"] for c in bot.fake.calls_to("setWebhook")]
     text = caplog.text
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) > 100
-    for needle in (token, token.split(":", 1)[1]):
+    assert len(secrets) == (2 if transport == "webhook" else 0)  # at each start
+    for needle in (token, token.split(":", 1)[1], *secrets):
         assert needle not in text
         assert not [m for m in messages if needle in m]
         assert not [r for r in caplog.records if r.exc_text and needle in r.exc_text]
     # The check is not vacuous: the lines that used to carry the token are there, redacted.
     assert "topicpulse is running as @topicpulse_test_bot" in messages
     assert "/bot<redacted>/sendMessage" in text
-    assert "/bot<redacted>/getUpdates" in text
+    assert f"/bot<redacted>/{'setWebhook' if transport == 'webhook' else 'getUpdates'}" in text
     assert "error while handling an update" in messages
     assert "ZeroDivisionError" in text
     assert any("is gone" in m or "blocked" in m for m in messages)

@@ -7,7 +7,6 @@ import asyncio
 import json
 import os
 import re
-import socket
 import sys
 from asyncio.subprocess import PIPE
 from collections.abc import AsyncIterator
@@ -20,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from conftest import requires_listings
 from fake_arxiv import LISTINGS
-from test_bot_e2e import USER, bot_session, seed_papers
+from test_bot_e2e import USER, bot_session, free_port, seed_papers
 from topicpulse import momentum
 from topicpulse.ingest import import_files
 from topicpulse.matching import match_new_papers
@@ -221,12 +220,6 @@ async def test_the_topic_page_over_the_real_listings(tmp_path: Path) -> None:
             assert f'Latest papers <span class="latest-count">{m.last_4w}</span>' in html
         finally:
             await client.close()
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def test_the_bot_serves_the_pages_beside_itself_when_a_port_is_set(tmp_path: Path) -> None:

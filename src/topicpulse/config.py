@@ -44,6 +44,7 @@ DEFAULT_CATEGORIES: tuple[str, ...] = (
 
 
 _CATEGORY = re.compile(r"[a-z][a-z-]*(\.[A-Za-z-]+)?")
+_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # a webhook secret token
 
 
 class ConfigError(Exception):
@@ -98,6 +99,10 @@ class Settings(BaseSettings):
         default=None, ge=1, le=65535, validation_alias=AliasChoices("TOPICPULSE_WEB_PORT", "PORT")
     )
     bot_username: str | None = Field(default=None, alias="TOPICPULSE_BOT_USERNAME")
+    # Webhook mode: Telegram POSTs updates to <webhook_url>/telegram on the pages' server
+    # (unset: long polling). The secret token defaults to a fresh random one at every start.
+    webhook_url: str | None = Field(default=None, alias="TOPICPULSE_WEBHOOK_URL")
+    webhook_secret: str | None = Field(default=None, alias="TOPICPULSE_WEBHOOK_SECRET")
     # the pages' public address: /momentum and /latest then carry an "Open topic page" button
     public_url: str | None = Field(default=None, alias="TOPICPULSE_PUBLIC_URL")
     # /ask's optional generated answer: an OpenAI-compatible chat-completions endpoint.
@@ -112,7 +117,14 @@ class Settings(BaseSettings):
         return _split_csv(value)
 
     @field_validator(
-        "llm_url", "llm_model", "llm_api_key", "bot_username", "public_url", mode="before"
+        "llm_url",
+        "llm_model",
+        "llm_api_key",
+        "bot_username",
+        "public_url",
+        "webhook_url",
+        "webhook_secret",
+        mode="before",
     )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
@@ -128,7 +140,21 @@ class Settings(BaseSettings):
                 raise ValueError(f"{cat!r} is not an arXiv category (e.g. cs.CL, stat.ML)")
         return value
 
-    @field_validator("telegram_api_url", "arxiv_api_url", "llm_url", "public_url")
+    @field_validator("webhook_secret")
+    @classmethod
+    def _check_secret(cls, value: str | None) -> str | None:
+        if value is not None and not _SECRET.fullmatch(value):
+            raise ValueError("use 1–256 characters from A–Z, a–z, 0–9, _ and - (Telegram's rule)")
+        return value
+
+    @property
+    def listen_port(self) -> int | None:
+        """The port ``run`` serves the pages (and the webhook) on; None: open none."""
+        if self.web_port is None and self.webhook_url:
+            return 8080
+        return self.web_port
+
+    @field_validator("telegram_api_url", "arxiv_api_url", "llm_url", "public_url", "webhook_url")
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

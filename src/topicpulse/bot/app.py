@@ -10,6 +10,11 @@ message goes through ``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; r
 alerts). Shutdown on SIGINT/SIGTERM lets the sends in flight finish (``DELIVERY_GRACE``), then
 abandons the rest safely — every round and every delivery is settled in the store
 transactionally — and closes the database.
+
+Updates arrive by long polling, or, with TOPICPULSE_WEBHOOK_URL set, by webhook: the bot
+registers ``<url>/telegram`` with a secret token and Telegram POSTs each update to the pages'
+server in this process, which hands it to the Application's update queue (PTB's own webhook
+server is not used: one server serves the pages, /healthz and the updates).
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import asyncio
 import contextlib
 import gc
 import logging
+import secrets
+import signal
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,7 +48,7 @@ from topicpulse.matching import match_new_papers
 from topicpulse.models import utcnow
 from topicpulse.store import Store
 from topicpulse.topics import sync_catalogue
-from topicpulse.web.server import WebContext, build_web_app
+from topicpulse.web.server import WEBHOOK_PATH, WebContext, Webhook, build_web_app
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +212,9 @@ def build_application(
     Every message goes through ``rate_limiter`` (default: ``TelegramRateLimiter()``, Telegram's
     limits); alerts as bulk sends, replies to users ahead of them."""
     assert settings.telegram_bot_token, "TELEGRAM_BOT_TOKEN is required"
-    protect_secrets([settings.telegram_bot_token])  # httpx and PTB log URLs with the token
+    webhook_secret = settings.webhook_secret or secrets.token_urlsafe(32)
+    # httpx and PTB log URLs with the token; PTB logs setWebhook's parameters
+    protect_secrets([settings.telegram_bot_token, webhook_secret])
 
     async def post_init(app: Application) -> None:  # type: ignore[type-arg]
         store = await Store.open(settings.db, clock=clock)
@@ -233,7 +242,7 @@ def build_application(
             wake_delivery=pipeline.wake.set,
             answer_writer=answer_writer(settings),
         )
-        if settings.web_port is not None:
+        if settings.listen_port is not None:
             pipeline.web_runner = await start_web(
                 WebContext(
                     store,
@@ -241,9 +250,20 @@ def build_application(
                     bot_username=app.bot.username,
                     clock=clock,
                     delivery_state=pipeline.delivery_state,
+                    webhook=Webhook(webhook_secret, _queue_update(app))
+                    if settings.webhook_url
+                    else None,
                 ),
                 settings.web_host,
-                settings.web_port,
+                settings.listen_port,
+            )
+        if settings.webhook_url:
+            # Every start: the address or the secret may have changed. Updates Telegram held
+            # while the bot was down are delivered now.
+            await app.bot.set_webhook(
+                settings.webhook_url.rstrip("/") + WEBHOOK_PATH,
+                secret_token=webhook_secret,
+                allowed_updates=Update.ALL_TYPES,
             )
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
@@ -296,9 +316,11 @@ def build_application(
         await pipeline.store.close()
         log.info("topicpulse stopped; database closed")
 
+    builder = ApplicationBuilder()
+    if settings.webhook_url:
+        builder = builder.updater(None)  # updates come in through the pages' server
     app = (
-        ApplicationBuilder()
-        .token(settings.telegram_bot_token)
+        builder.token(settings.telegram_bot_token)
         .base_url(settings.telegram_api_url)
         .base_file_url(_file_url(settings.telegram_api_url))
         .rate_limiter(rate_limiter or TelegramRateLimiter())
@@ -311,6 +333,15 @@ def build_application(
     handlers.register(app)
     membership.register(app)
     return app
+
+
+def _queue_update(app: Application) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]]:  # type: ignore[type-arg]
+    """Hand an update's JSON, as Telegram POSTed it, to the Application."""
+
+    async def receive(data: dict[str, Any]) -> None:
+        await app.update_queue.put(Update.de_json(data, app.bot))
+
+    return receive
 
 
 async def start_web(context: WebContext, host: str, port: int) -> web.AppRunner:
@@ -347,15 +378,15 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
     await app.initialize()
     if app.post_init:
         await app.post_init(app)
-    assert app.updater is not None
-    await app.updater.start_polling(
-        poll_interval=0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES
-    )
+    if app.updater is not None:  # None in webhook mode
+        await app.updater.start_polling(
+            poll_interval=0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES
+        )
     await app.start()
     try:
         yield app
     finally:
-        if app.updater.running:
+        if app.updater is not None and app.updater.running:
             await app.updater.stop()
         if app.running:
             await app.stop()
@@ -367,5 +398,18 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
 
 
 def run_bot(settings: Settings) -> None:
-    """Run until SIGINT/SIGTERM (long polling)."""
-    build_application(settings).run_polling(allowed_updates=Update.ALL_TYPES)
+    """Run until SIGINT/SIGTERM: long polling, or webhook mode when a webhook URL is set."""
+    app = build_application(settings)
+    if not settings.webhook_url:
+        app.run_polling(allowed_updates=Update.ALL_TYPES)
+        return
+
+    async def until_stopped() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        async with running(app):
+            await stop.wait()
+
+    asyncio.run(until_stopped())

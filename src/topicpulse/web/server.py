@@ -1,5 +1,5 @@
 """The web server: aiohttp routes that read ``pages`` and render Jinja2 templates (every value
-autoescaped), their JSON twins, and ``/healthz``.
+autoescaped), their JSON twins, ``/healthz``, and in webhook mode Telegram's updates.
 
 Pages are cached for the poll interval (the data changes only when a round stores papers);
 each client address may ask ``RATE`` pages a minute. A bad query or page number is a 400 page
@@ -8,6 +8,7 @@ saying what is wrong, an unknown topic or paper a 404 — never a 500.
 
 from __future__ import annotations
 
+import hmac
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,8 @@ from topicpulse.web import pages
 RATE = (60, 60.0)  # pages per client address per 60 seconds
 CACHED = 500  # pages kept
 MAX_QUERY_STRING = 2_000  # characters of a query string read at all
+WEBHOOK_PATH = "/telegram"  # under TOPICPULSE_WEBHOOK_URL
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -37,6 +40,15 @@ _templates = jinja2.Environment(
     trim_blocks=True,
     lstrip_blocks=True,
 )
+
+
+@dataclass(frozen=True)
+class Webhook:
+    """Where Telegram's updates go in webhook mode: ``receive`` takes an update's JSON once the
+    request carried ``secret`` (no Telegram objects here: the bot supplies ``receive``)."""
+
+    secret: str
+    receive: Callable[[dict[str, Any]], Awaitable[None]]
 
 
 @dataclass
@@ -50,6 +62,7 @@ class WebContext:
     clock: Callable[[], datetime] = utcnow
     delivery_state: Callable[[], str] = lambda: "not running in this process"
     monotonic: Callable[[], float] = time.monotonic
+    webhook: Webhook | None = None
     # path → (expires, body, content type): a response object is sent once, its body any time
     _cache: OrderedDict[str, tuple[float, bytes, str]] = field(default_factory=OrderedDict)
     _hits: dict[str, list[float]] = field(default_factory=dict)
@@ -90,7 +103,7 @@ def _fail(request: web.Request, status: int, message: str) -> web.Response:
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Rate limit, cache, and bad input → 400 (never a 500 for what a client sent)."""
     tp = request.app[_CONTEXT]
-    if request.path == "/healthz":
+    if request.path in ("/healthz", WEBHOOK_PATH):  # the platform's and Telegram's: not limited
         return await handler(request)
     if len(request.query_string) > MAX_QUERY_STRING:
         return _fail(
@@ -201,8 +214,27 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response(body, status=503 if body["status"] != "ok" else 200)
 
 
+async def telegram_update(request: web.Request) -> web.Response:
+    """One update from Telegram (webhook mode): 403 without the right secret token, and then
+    nothing is read or changed; 400 for a body that is not an update."""
+    hook = request.app[_CONTEXT].webhook
+    if hook is None:
+        return web.json_response({"error": "Not in webhook mode."}, status=404)
+    given = request.headers.get(SECRET_HEADER, "")
+    if not hmac.compare_digest(given.encode(), hook.secret.encode()):
+        return web.json_response({"error": "Wrong secret token."}, status=403)
+    try:
+        update = await request.json()
+    except ValueError:
+        update = None
+    if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
+        return web.json_response({"error": "Not a Telegram update."}, status=400)
+    await hook.receive(update)
+    return web.Response(status=200)
+
+
 def build_web_app(context: WebContext) -> web.Application:
-    app = web.Application(middlewares=[guard], client_max_size=64 * 1024)
+    app = web.Application(middlewares=[guard], client_max_size=1024 * 1024)
     app[_CONTEXT] = context
     app.router.add_get("/", catalogue)
     app.router.add_get("/api/topics", catalogue)
@@ -213,7 +245,8 @@ def build_web_app(context: WebContext) -> web.Application:
     app.router.add_get("/papers/{arxiv_id:.+}", paper)
     app.router.add_get("/api/papers/{arxiv_id:.+}", paper)
     app.router.add_get("/healthz", health)
+    app.router.add_post(WEBHOOK_PATH, telegram_update)
     return app
 
 
-__all__ = ["WebContext", "build_web_app"]
+__all__ = ["WEBHOOK_PATH", "WebContext", "Webhook", "build_web_app"]
