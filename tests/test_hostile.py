@@ -67,6 +67,11 @@ async def test_latest_with_a_digit_lookalike_is_answered(bot: Bot, suffix: str) 
         "",
         "f:1:2",
         "\x00",
+        "fq:",
+        "fq:short",
+        "fq:UPPERCASEAAAA",
+        "fq:" + "a" * 27,
+        "fq:aaaaaaaaaa",  # well formed, but no such code was issued
     ],
 )
 async def test_unknown_or_malformed_buttons_are_answered_as_expired(bot: Bot, data: str) -> None:

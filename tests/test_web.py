@@ -19,7 +19,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from conftest import requires_listings
 from fake_arxiv import LISTINGS
-from test_bot_e2e import USER, bot_session, free_port, seed_papers
+from test_bot_e2e import USER, bot_session, check_traffic, free_port, seed_papers
 from topicpulse import momentum
 from topicpulse.ingest import import_files
 from topicpulse.matching import match_new_papers
@@ -239,6 +239,52 @@ async def test_the_bot_serves_the_pages_beside_itself_when_a_port_is_set(tmp_pat
         # The deep link is what /start understands.
         linked = await bot.say(USER, "/start follow_rl_for_language_models")
         assert (linked.plain_text or "").startswith("✅ Now following RL for Language Models")
+
+
+async def test_a_query_page_links_a_code_and_the_bot_asks_before_following(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    query = "grpo AND (reasoning OR alignment) AND NOT " + " AND NOT ".join(
+        f"unrelatedword{n}" for n in range(6)
+    )  # longer than a deep link's 64 characters
+    async with bot_session(
+        tmp_path, papers=seed_papers(), TOPICPULSE_WEB_HOST="127.0.0.1", TOPICPULSE_WEB_PORT=port
+    ) as bot:
+        await bot.poll()
+        async with aiohttp.ClientSession(f"http://127.0.0.1:{port}") as http:
+            pages = []
+            for _ in range(2):  # the same query: the same code (the second from the cache)
+                async with http.get("/q", params={"query": query}) as page:
+                    assert page.status == 200
+                    pages.append(await page.text())
+        username = bot.app.bot.username  # type: ignore[union-attr]
+        links = re.findall(rf'href="https://t\.me/{username}\?start=(q_[a-z2-7]+)"', pages[0])
+        assert len(links) == 1 and len(links[0]) <= 64
+        assert ">Follow this query<" in pages[0]
+        assert links == re.findall(r"start=(q_[a-z2-7]+)", pages[1])
+        assert await bot.store.shared_query(links[0][2:]) == query
+
+        # The link shows the query and a button; nothing is followed until the tap.
+        asked = await bot.say(USER, f"/start {links[0]}")
+        assert query in (asked.plain_text or "")
+        assert [label for label, _ in asked.buttons] == ["✅ Follow this query"]
+        assert await bot.subscriptions(USER) == []
+        sent, answer = await bot.press(USER, asked, asked.buttons[0][1])
+        assert answer["text"].startswith("Following")
+        assert [(m.plain_text or "").startswith("✅ Now following") for m in sent] == [True]
+        assert await bot.subscriptions(USER) == [query]
+        _, answer = await bot.press(USER, asked, asked.buttons[0][1])
+        assert answer["text"] == "Already following"
+
+        # A code the server never issued, a malformed one, a forged button: nothing followed.
+        for payload in ("q_aaaaaaaaaa", "q_<b>x</b>", "q_"):
+            unknown = await bot.say(2002, f"/start {payload}")
+            assert (unknown.plain_text or "").startswith("That link is not valid")
+        forged, answer = await bot.press(2002, asked, "fq:aaaaaaaaaa", forged=True)
+        assert forged == [] and answer["text"] == "This button has expired."
+        assert await bot.subscriptions(2002) == []
+        check_traffic(bot.fake)
 
 
 async def test_a_polling_bot_opens_no_port_by_default(tmp_path: Path) -> None:

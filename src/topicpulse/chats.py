@@ -7,9 +7,11 @@ Telegram objects here.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import re
 import sqlite3
 import unicodedata
@@ -40,6 +42,7 @@ MODES = ("instant", "daily", "weekly")
 WEEKDAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
 _WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _HHMM = re.compile(r"^([01]?\d|2[0-3]):([0-5]\d)$")
+SHARE_CODE = re.compile(r"[a-z2-7]{10,26}")  # a follow link's code for a query (base32)
 _INVISIBLE = frozenset(
     {"Cc", "Cf", "Cs", "Co", "Cn"}
 )  # control, format, surrogate, private, unassigned
@@ -137,6 +140,24 @@ async def follow(
         topic_id=topic.id, since=window[0], until=window[1], limit=3
     )
     return FollowResult(topic, added, count, latest, rule)
+
+
+# ---------------------------------------------------------------------------------- shared
+async def share_query(store: Store, text: str) -> str:
+    """The short code a web page's follow link carries for a query (a deep link's payload
+    holds 64 characters; a query may be longer): the same code every time for the same text."""
+    text = check_argument(text, "query")
+    digest = base64.b32encode(hashlib.blake2s(text.encode("utf-8")).digest()).decode().lower()
+    for length in (10, 16, 26):  # a longer code only if another query holds the short one
+        code = await store.share_query(text, digest[:length])
+        if code is not None:
+            return code
+    raise RuntimeError("no free code for a shared query")  # a 130-bit collision
+
+
+async def shared_query(store: Store, code: str) -> str | None:
+    """The query a follow link's code stands for (None: not a code this server issued)."""
+    return await store.shared_query(code) if SHARE_CODE.fullmatch(code) else None
 
 
 def _same_query(topics: list[Topic], text: str) -> Topic | None:

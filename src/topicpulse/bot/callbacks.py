@@ -72,7 +72,23 @@ class AskAbout:
     topic_id: int
 
 
-Button = FollowTopic | Undo | UnfollowFromList | TopicsPage | LatestOf | MoreLike | AskAbout
+@dataclass(frozen=True, slots=True)
+class FollowShared:
+    """✅ under a web page's follow link (/start q_<code>): follow the query the code stands for."""
+
+    code: str
+
+
+Button = (
+    FollowTopic
+    | Undo
+    | UnfollowFromList
+    | TopicsPage
+    | LatestOf
+    | MoreLike
+    | AskAbout
+    | FollowShared
+)
 
 _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"f:{_ID}"), FollowTopic),
@@ -82,6 +98,7 @@ _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"m:{_ID}"), MoreLike),
     (re.compile(rf"a:{_ID}"), AskAbout),
 ]
+_SHARED = re.compile(r"fq:([a-z2-7]{10,26})")  # chats.SHARE_CODE
 _PAGE_WORDS = re.compile(rf"tp:{_PAGE}(?::(.+))?", re.DOTALL)
 _PAGE_KEY = re.compile(rf"tp:{_PAGE}#([0-9a-f]{{12}})")
 
@@ -98,6 +115,8 @@ def encode(button: Button) -> str:
         return data
     if isinstance(button, MoreLike):
         return f"m:{button.paper_id}"
+    if isinstance(button, FollowShared):
+        return f"fq:{button.code}"
     prefix = {FollowTopic: "f", Undo: "u", UnfollowFromList: "ul", LatestOf: "l", AskAbout: "a"}[
         type(button)
     ]
@@ -112,6 +131,8 @@ def decode(data: str | None) -> Button | None:
         match = pattern.fullmatch(data)
         if match:
             return kind(int(match.group(1)))  # type: ignore[no-any-return]
+    if match := _SHARED.fullmatch(data):
+        return FollowShared(match.group(1))
     if match := _PAGE_KEY.fullmatch(data):
         return TopicsPage(int(match.group(1)), key=match.group(2))
     if match := _PAGE_WORDS.fullmatch(data):

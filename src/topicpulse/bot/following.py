@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from telegram import Update
+from telegram import CallbackQuery, Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
@@ -30,10 +30,19 @@ from topicpulse.topics import find_catalogue_topic
 
 @command()
 async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/start [follow_<slug>] — welcome; reactivates a chat that had blocked the bot. A deep
-    link follows a catalogue topic only: a link must never follow an arbitrary query."""
+    """/start [follow_<slug> | q_<code>] — welcome; reactivates a chat that had blocked the
+    bot. A deep link follows a catalogue topic; a query's link (from a web page) only shows the
+    query with a button: a link must never follow an arbitrary query silently."""
     tp = services(context)
     payload = arg_text(context)
+    if payload.startswith("q_"):
+        code = payload.removeprefix("q_")
+        query = await chats.shared_query(tp.store, code)
+        if query is None:
+            await reply(update, "That link is not valid (any more). Follow a query with /follow.")
+            return
+        await reply_view(update, views.confirm_shared(query, code))
+        return
     if not payload.startswith("follow_"):
         await reply(update, "👋 " + views.HELP)
         return
@@ -148,9 +157,35 @@ async def follow_button(
         await query.answer("That topic is no longer available.", show_alert=True)
         return
     result = await chats.follow(tp.store, chat_id_of(update), topic.slug, now=tp.clock())
-    await query.answer(
-        f"Following {shorten(topic.name, 60)}" if result.added else "Already following"
-    )
+    await _answer_followed(context, query, result)
+
+
+async def follow_shared_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.FollowShared
+) -> None:
+    """✅ under a web page's follow link: the query its code stands for."""
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None
+    text = await chats.shared_query(tp.store, button.code)
+    if text is None:
+        await query.answer(callbacks.EXPIRED)
+        return
+    try:
+        result = await chats.follow(tp.store, chat_id_of(update), text, now=tp.clock())
+    except chats.UserError as exc:  # e.g. the chat follows the most topics allowed
+        await query.answer(shorten(str(exc), 200), show_alert=True)
+        return
+    await _answer_followed(context, query, result)
+
+
+async def _answer_followed(
+    context: ContextTypes.DEFAULT_TYPE, query: CallbackQuery, result: chats.FollowResult
+) -> None:
+    """A follow button's answer, then the follow's confirmation as a new message."""
+    assert query.message is not None
+    name = shorten(result.topic.name, 60)
+    await query.answer(f"Following {name}" if result.added else "Already following")
     view = views.follow_result(result)
     await context.bot.send_message(
         query.message.chat.id,

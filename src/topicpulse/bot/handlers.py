@@ -83,7 +83,11 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await query.answer(callbacks.EXPIRED)
         return
     changes = isinstance(
-        button, callbacks.FollowTopic | callbacks.Undo | callbacks.UnfollowFromList
+        button,
+        callbacks.FollowTopic
+        | callbacks.Undo
+        | callbacks.UnfollowFromList
+        | callbacks.FollowShared,
     )
     if changes and not await is_admin(update, context):
         await query.answer(NOT_ADMIN, show_alert=True)
@@ -94,6 +98,8 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 await following.page_button(update, context, button)
             case callbacks.FollowTopic():
                 await following.follow_button(update, context, button)
+            case callbacks.FollowShared():
+                await following.follow_shared_button(update, context, button)
             case callbacks.Undo() | callbacks.UnfollowFromList():
                 await following.unfollow_button(update, context, button)
             case callbacks.LatestOf():

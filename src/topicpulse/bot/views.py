@@ -71,6 +71,15 @@ def follow_result(result: chats.FollowResult) -> View:
     return View("\n".join(lines), undo if result.added else [])  # nothing to undo otherwise
 
 
+def confirm_shared(query: str, code: str) -> View:
+    """/start q_<code>: a web page's follow link, shown before anything is followed."""
+    return View(
+        f"Follow this query from a topicpulse page?\n<code>{esc(query)}</code>\n"
+        "Nothing is followed until you tap the button.",
+        [[button("✅ Follow this query", callbacks.FollowShared(code))]],
+    )
+
+
 def followed_list(chat: Chat, rows: Sequence[tuple[Topic, Momentum]]) -> tuple[list[str], Keyboard]:
     """/list: a line per followed topic (sparkline, 4-week count, change) and ✖ buttons."""
     if not rows:

@@ -82,6 +82,25 @@ class TopicQueries(Database):
             await self._rematch(conn, topic_id, fts)
             return topic_id
 
+    async def share_query(self, query: str, code: str) -> str | None:
+        """The code a page's follow link carries for ``query``: the one it already has, or
+        ``code`` (None when another query holds ``code``: try a longer one)."""
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT OR IGNORE INTO shared_queries (code, query, created_at) VALUES (?, ?, ?)",
+                (code, query, self._now()),
+            )
+            async with conn.execute(
+                "SELECT code FROM shared_queries WHERE query = ?", (query,)
+            ) as cur:
+                row = await cur.fetchone()
+        return None if row is None else str(row["code"])
+
+    async def shared_query(self, code: str) -> str | None:
+        """The query a follow link's code stands for."""
+        row = await self._row("SELECT query FROM shared_queries WHERE code = ?", (code,))
+        return None if row is None else str(row["query"])
+
     async def refresh_topic_matches(self, topic: Topic) -> None:
         """Bring the matches of a topic that is not matched every round (a custom topic no
         active chat follows) up to date. A live topic is left to the rounds: a round queues

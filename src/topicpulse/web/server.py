@@ -20,7 +20,7 @@ import jinja2
 from aiohttp import web
 
 from topicpulse import arxiv, throttle
-from topicpulse.chats import UserError, check_argument, clean_text
+from topicpulse.chats import UserError, check_argument, clean_text, share_query
 from topicpulse.models import parse_iso, utcnow
 from topicpulse.store import Store
 from topicpulse.topics import find_catalogue_topic
@@ -71,10 +71,11 @@ class WebContext:
         limit, period = RATE
         return throttle.admit(self._hits, client, self.monotonic(), limit, period)
 
-    def follow_link(self, slug: str) -> str | None:
+    def follow_link(self, payload: str) -> str | None:
+        """The Telegram deep link that starts the bot with ``payload`` (None: no bot known)."""
         if not self.bot_username:
             return None
-        return f"https://t.me/{self.bot_username}?start=follow_{slug.replace('-', '_')}"
+        return f"https://t.me/{self.bot_username}?start={payload}"
 
 
 _CONTEXT = web.AppKey("topicpulse", WebContext)
@@ -168,7 +169,8 @@ async def topic(request: web.Request) -> web.Response:
     )
     if _wants_json(request):
         return web.json_response(page.to_json())
-    return _html("topic.html", page=page, follow=tp.follow_link(found.slug))
+    follow = tp.follow_link("follow_" + found.slug.replace("-", "_"))
+    return _html("topic.html", page=page, follow=follow)
 
 
 async def query_page(request: web.Request) -> web.Response:
@@ -179,7 +181,10 @@ async def query_page(request: web.Request) -> web.Response:
     page = await pages.topic_page(tp.store, tp.clock(), query=text, page=_page_number(request))
     if _wants_json(request):
         return web.json_response(page.to_json())
-    return _html("topic.html", page=page, follow=None)
+    # The link carries a code this server issued for the query; the bot shows the query and
+    # asks for a tap before following it.
+    follow = tp.follow_link(f"q_{await share_query(tp.store, text)}") if tp.bot_username else None
+    return _html("topic.html", page=page, follow=follow)
 
 
 async def paper(request: web.Request) -> web.Response:
