@@ -17,6 +17,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
+from browser import Browser, find_chromium
 from conftest import requires_listings
 from fake_arxiv import LISTINGS
 from test_bot_e2e import USER, bot_session, check_traffic, free_port, seed_papers
@@ -33,6 +34,7 @@ pytestmark = pytest.mark.timeout(120)
 
 NOW = momentum.as_of_day(date(2026, 11, 20))  # the end of that day, as --as-of means
 SLUG = "rl-for-language-models"
+RL_NAME = "RL for Language Models"
 
 
 async def serve(store: Store, now: datetime, **extra: object) -> TestClient:
@@ -146,6 +148,52 @@ async def test_the_ask_form_answers_from_the_topic(generated: tuple[Path, TestCl
     assert html.count('<li class="passage">') >= 1
     hollow = await (await client.get(f"/topics/{SLUG}", params={"question": "what is it?"})).text()
     assert "Ask with at least one word about the subject" in hollow
+
+
+CHROMIUM = find_chromium()
+SCREENSHOT = os.environ.get("TOPICPULSE_SCREENSHOT")  # read before conftest clears TOPICPULSE_*
+
+
+@pytest.mark.skipif(
+    CHROMIUM is None, reason="no headless Chromium installed (apt install chromium)"
+)
+async def test_the_topic_page_in_headless_chromium(
+    generated: tuple[Path, TestClient], tmp_path: Path
+) -> None:
+    """A real browser: no console errors, the chart drawn, the Ask form usable by keyboard and
+    answered, nothing wider than a phone. The screenshot goes to ``TOPICPULSE_SCREENSHOT``
+    when set (README's picture: docs/topic-page.png), else to a temporary folder."""
+    _, client = generated
+    assert CHROMIUM is not None
+    async with Browser.launch(CHROMIUM) as browser:
+        await browser.viewport(1000, 1500)
+        await browser.open(str(client.make_url(f"/topics/{SLUG}")))
+        assert await browser.evaluate("document.querySelector('h1').textContent") == RL_NAME
+        chart = await browser.evaluate(
+            """(() => { const s = document.querySelector('svg.chart');
+                const r = s.getBoundingClientRect();
+                return {width: r.width, height: r.height, bars: s.querySelectorAll('.bar').length,
+                        label: s.getAttribute('aria-label'),
+                        visible: getComputedStyle(s).visibility === 'visible'}; })()"""
+        )
+        assert chart["visible"] and chart["width"] > 300 and chart["height"] > 100
+        assert chart["bars"] >= 10 and chart["label"]
+        shot = await browser.screenshot()
+        assert shot.startswith(b"\x89PNG")
+        Path(SCREENSHOT or tmp_path / "topic-page.png").write_bytes(shot)
+
+        # The Ask form, as a keyboard user fills it: focus the field, type, press Enter.
+        await browser.evaluate("document.getElementById('question').focus()")
+        await browser.type_text("reward model")
+        await browser.loading(browser.press_enter)
+        assert "question=reward+model" in await browser.evaluate("location.href")
+        passages = await browser.evaluate("document.querySelectorAll('li.passage').length")
+        assert passages >= 1
+
+        await browser.viewport(390, 844)  # a phone: nothing sticks out sideways
+        width = await browser.evaluate("document.documentElement.scrollWidth")
+        assert width <= 390
+        assert browser.errors == []
 
 
 @pytest.mark.parametrize(
