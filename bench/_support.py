@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import multiprocessing
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -161,6 +162,58 @@ class BotProcess:
         if self._log:
             self._log.close()
         return self.proc.returncode
+
+
+class ArxivProcess:
+    """The fake arXiv (``tests/fake_arxiv.py``) served from a process of its own.
+
+    arXiv's servers are not on the bot's machine, and selecting and rendering one 1,000-entry
+    page takes the fake ~70 ms of pure Python. Served by the benchmark's own event loop, that
+    would stall the fake Bot API beside it — whose clock times every reply — a few times a
+    round: a benchmark artefact charged to the bot. ``replace`` swaps the papers served."""
+
+    def __init__(self, papers: Iterable[object]) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._process = context.Process(
+            target=_serve_arxiv, args=(child, list(papers)), name="fake-arxiv", daemon=True
+        )
+        self.url = ""
+
+    async def start(self) -> ArxivProcess:
+        self._process.start()
+        self.url = await asyncio.to_thread(self._conn.recv)
+        return self
+
+    async def replace(self, papers: Iterable[object]) -> None:
+        await asyncio.to_thread(self._conn.send, ("replace", list(papers)))
+        await asyncio.to_thread(self._conn.recv)  # applied
+
+    async def close(self) -> None:
+        if self._process.is_alive():
+            await asyncio.to_thread(self._conn.send, ("stop", None))
+            await asyncio.to_thread(self._process.join, 10)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _serve_arxiv(conn: object, papers: list[object]) -> None:
+    from fake_arxiv import FakeArxiv
+
+    async def serve() -> None:
+        arxiv = FakeArxiv(papers)  # type: ignore[arg-type]
+        await arxiv.start()
+        conn.send(arxiv.url)  # type: ignore[attr-defined]
+        loop = asyncio.get_running_loop()
+        while True:
+            command, argument = await loop.run_in_executor(None, conn.recv)  # type: ignore[attr-defined]
+            if command != "replace":
+                break
+            arxiv.replace(argument)
+            conn.send("ok")  # type: ignore[attr-defined]
+        await arxiv.close()
+
+    asyncio.run(serve())
 
 
 def bot_env(fake_tg: object, fake_arxiv: object, db: Path, **extra: str) -> dict[str, str]:

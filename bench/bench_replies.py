@@ -19,8 +19,11 @@ The bot: the real Application (``build_application``: the production handlers, r
 delivery engine and store) runs in a CHILD PROCESS — this file with ``--bot-child`` — so that
 the benchmark's own work (the fakes, the typing) does not compete for the bot's event loop or
 GIL. It talks to the fake Bot API (``tests/fake_telegram.py``: Telegram's flood limits
-enforced, NO added latency) and to the fake arXiv (``tests/fake_arxiv.py``: the last 10 days,
-and from each round on that round's papers), both served by this process. The poll job is
+enforced, NO added latency), served by this process, and to the fake arXiv
+(``tests/fake_arxiv.py``: the last 10 days, and from each round on that round's papers),
+served by a process of its own (``_support.ArxivProcess``: arXiv is not on the bot's machine,
+and the ~70 ms a page takes the fake to render would otherwise stall the fake Bot API that
+times the replies — until 2026-12-01 it did, and busy replies looked slower). The poll job is
 pushed out of the way; SIGUSR1 starts a round, ``Pipeline.poll_round()`` — what the poll job
 runs: re-read the overlap window (4–6 pages of 1,000), store, match against every live topic,
 detect spikes, wake the delivery. The child only adds probes, stamped with ``time.monotonic()``
@@ -81,6 +84,7 @@ import psutil
 
 from _support import (
     OUT,
+    ArxivProcess,
     BotProcess,
     bot_env,
     fresh_db,
@@ -88,7 +92,7 @@ from _support import (
     pending_rows,
     percentile,
 )
-from fake_arxiv import LISTINGS, FakeArxiv, load_listing
+from fake_arxiv import LISTINGS, load_listing
 from fake_telegram import FakeTelegram
 from topicpulse import query as ql
 from topicpulse import synthetic_vocab
@@ -1051,8 +1055,7 @@ async def main(args: argparse.Namespace) -> int:
     # the fake arXiv serves the last 10 days (a poll reads 7) and, from each round on, its papers
     cutoff = iso(datetime.combine(today - timedelta(days=10), datetime.min.time(), UTC))
     served = [p for p in plan.history if p.published >= cutoff]
-    arxiv = FakeArxiv(served)
-    await arxiv.start()
+    arxiv = await ArxivProcess(served).start()  # its own process, as arXiv is elsewhere
     env = bot_env(fake, arxiv, db)
     env[EVENTS_ENV] = str(events_path)
     if args.switch_interval:
@@ -1093,7 +1096,7 @@ async def main(args: argparse.Namespace) -> int:
                 print(f"note: {skipped} round(s) skipped to end within --budget {args.budget:.0f}s")
                 break
             round_began = time.monotonic()
-            arxiv.replace([*served, *(p for b in plan.batches[: k + 1] for p in b)])
+            await arxiv.replace([*served, *(p for b in plan.batches[: k + 1] for p in b)])
             stop = asyncio.Event()
             typing = asyncio.create_task(typist.type_until(stop.is_set))
             spy = await start_profiler(bot.pid, profile_path(k + 1)) if args.profile else None
