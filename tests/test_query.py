@@ -186,6 +186,9 @@ def naive_ids(node: Node) -> set[int]:
         ("x ti:(a NOT b)", '(("x" AND title : "a") NOT title : "b")'),
         ("optim*", '"optim" *'),
         ("ti:optim*", 'title : "optim" *'),
+        ("evaluat*", '("evaluat" * OR "evaluate")'),
+        ("ti:mitigat*", 'title : ("mitigat" * OR "mitigate")'),
+        ('"bias mitigat"*', '("bias mitigat" * OR "bias mitigate")'),
         ("self-impro*", '"self impro" *'),
         ('"self impro"*', '"self impro" *'),
         ("GPT-4o", '"gpt 4o"'),
@@ -390,7 +393,8 @@ def test_terms_must_be_normalised() -> None:
         # Prefixes match the start of (stemmed) index terms.
         ("reinforc*", {1, 3, 7}),
         ("optim*", {1, 2, 3, 10, 11}),
-        ("optimiz*", set()),  # "optimization" is indexed as "optim": a longer prefix misses
+        # "optimization" is indexed as "optim"; the compiled prefix adds that stem (not "optimal")
+        ("optimiz*", {1, 2, 3, 11}),
         # NOT, and its lowercase spellings.
         ("policy NOT reward", {3, 11}),
         ("policy and not reward", {3, 11}),
@@ -619,4 +623,42 @@ def test_terms_walks_every_term_left_to_right() -> None:
         (None, ("math",), False),
         (None, ("long", "cot"), False),
         (None, ("robot",), True),
+    ]
+
+
+# --- prefixes the stemmed index cannot see as typed -----------------------------------------
+@pytest.mark.parametrize(
+    ("prefix", "words"),
+    [
+        ("evaluat", ["evaluation", "evaluated", "evaluating", "evaluator", "evaluates"]),
+        ("sycophan", ["sycophancy", "sycophantic", "sycophants"]),
+        ("mitigat", ["mitigation", "mitigates", "mitigating"]),
+        ("dependenc", ["dependencies", "dependency", "dependence"]),
+        ("overconfiden", ["overconfident", "overconfidence"]),
+        ("autoformali", ["autoformalization", "autoformalized"]),
+        ("estimat", ["estimation", "estimates", "estimator"]),
+        ("optim", ["optimization", "optimizer", "optimal"]),
+        ("reinforc", ["reinforcement", "reinforced"]),
+    ],
+)
+def test_a_prefix_finds_every_word_that_begins_with_it(prefix: str, words: list[str]) -> None:
+    """FTS5 stems the prefix like a word and the index holds Porter stems, so "evaluat*" alone
+    finds nothing ("evaluation" is indexed as "evalu"): the compiled expression adds the
+    hidden stems. Checked on the production tokenizer, against the naive evaluator."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(
+        "CREATE VIRTUAL TABLE t USING fts5(title, abstract,"
+        " tokenize='porter unicode61 remove_diacritics 2')"
+    )
+    texts = [*words, "unrelated text", f"pre{prefix}"]
+    conn.executemany(
+        "INSERT INTO t (rowid, title, abstract) VALUES (?, 'x', ?)", enumerate(texts, start=1)
+    )
+    fts = compile_query(f"{prefix}*").replace("title :", "t :")
+    found = {r[0] for r in conn.execute("SELECT rowid FROM t WHERE t MATCH ?", (fts,))}
+    assert found == set(range(1, len(words) + 1)), (fts, found)
+    node = parse(f"{prefix}*")
+    assert [matches(node, {"abstract": text}) for text in texts] == [True] * len(words) + [
+        False,
+        False,
     ]

@@ -324,3 +324,32 @@ async def test_topic_for_prefers_the_catalogue(store: Store) -> None:
     custom = await topic_for(store, "agents NOT robotics")
     assert custom.kind == "custom"
     assert custom.query == "agents NOT robotics"
+
+
+async def test_sync_stores_what_queries_compile_to_now(store: Store) -> None:
+    """A query stored when the compiler wrote a weaker expression (here: a prefix the stemmed
+    index could not see) is compiled anew at the next start and re-matched — catalogue and
+    custom topics alike."""
+    await store.upsert_papers([_paper(1, "Evaluation of sycophancy in assistants")])
+    stale = {"evaluat*": '"evaluat" *', "ti:sycophan*": 'title : "sycophan" *'}
+    custom_id = await store.custom_topic(
+        name="evaluat*", query="evaluat*", normalised="evaluat*", fts=stale["evaluat*"]
+    )
+    entry = CatalogueEntry(slug="syc", name="Sycophancy", description="", query="ti:sycophan*")
+    await store.upsert_catalogue_topic(
+        slug="syc",
+        name=entry.name,
+        description="",
+        query=entry.query,
+        normalised=entry.query,
+        fts=stale["ti:sycophan*"],
+    )
+    topics = {t.query: t for t in await store.topics()}
+    for topic in topics.values():
+        assert await store.matching_papers(topic_id=topic.id) == []  # the old expressions
+    await sync_catalogue(store, [entry])
+    for topic in await store.topics():
+        assert topic.fts == ql.compile_query(topic.query) != stale[topic.query]
+        found = await store.matching_papers(topic_id=topic.id)
+        assert [p.arxiv_id for p in found] == ["2605.00001"], topic.query
+    assert custom_id in {t.id for t in await store.topics(kind="custom")}

@@ -23,8 +23,11 @@ Grammar (EBNF)::
   else separates), so ``GPT-4o`` is the phrase "gpt 4o" and ``cat:cs.LG`` the phrase "cs lg".
 * A word ending in ``*`` right after a letter or digit is a prefix (``optim*``); its last token
   needs at least 3 characters. Elsewhere ``*`` just separates (``cat:cs.*`` is ``cat:cs``).
-  The index is Porter-stemmed, so a prefix must be a prefix of the *stem* (``optim*`` finds
-  "optimization", ``optimiz*`` finds nothing: the index holds "optim").
+  The index is Porter-stemmed and FTS5 stems a prefix as if it were a word, so on its own a
+  prefix would miss every word whose stem is shorter than the prefix (``evaluat*``: the index
+  holds "evaluation" as "evalu"). The compiled expression therefore also ORs in one word for
+  each such stem (``evaluat*`` → ``"evaluat" * OR "evaluate"``), and a prefix finds the words
+  that begin with it, as typed.
 * A field applies to every term of a group (``ti:(a OR b)``); a field inside overrides it.
 * Curly quotes (“ ” „) count as straight ones: phones type them.
 
@@ -47,6 +50,8 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
+
+from topicpulse.stemming import stem_texts
 
 __all__ = [
     "COLUMNS",
@@ -509,10 +514,44 @@ def terms(node: Node) -> Iterator[Term]:
         yield from terms(node.negative)
 
 
+# Endings tried after a prefix to find the words FTS5's prefix search cannot see (see the module
+# docstring); Porter's steps 2–5 strip these or reduce them to a shorter stem.
+# fmt: off
+_ENDINGS = (
+    "e", "es", "ed", "ing", "ion", "ions", "ive", "or", "ors", "y", "ies", "ce", "cy", "t", "ts",
+    "te", "tion", "ation", "ization", "isation", "ity", "al", "ment", "ness", "ant", "ance",
+    "ancy", "ent", "ence", "ency", "ous", "ic", "ical", "ism", "ist", "ize", "ise", "able",
+    "ible", "er", "ers", "ly", "s", "ze", "zed", "zation", "se", "sed", "sation",
+)
+# fmt: on
+
+
+@functools.lru_cache(maxsize=4096)
+def hidden_completions(prefix: str) -> tuple[str, ...]:
+    """Words that begin with ``prefix`` but that an FTS5 prefix search for it misses, one per
+    index stem: their Porter stem does not begin with the prefix's own stem."""
+    words = [prefix + ending for ending in _ENDINGS]
+    searched, *stems = stem_texts([prefix, *words])
+    head = searched[0] if len(searched) == 1 else prefix
+    found: dict[str, str] = {}
+    for word, stem in zip(words, stems, strict=True):
+        if len(stem) == 1 and not stem[0].startswith(head):
+            found.setdefault(stem[0], word)
+    return tuple(found.values())
+
+
+def _phrase(tokens: Iterable[str]) -> str:
+    return '"' + " ".join(t.replace('"', '""') for t in tokens) + '"'
+
+
 def _fts_term(term: Term) -> str:
-    phrase = '"' + " ".join(t.replace('"', '""') for t in term.tokens) + '"'
+    phrase = _phrase(term.tokens)
     if term.prefix:
-        phrase += " *"
+        *head, last = term.tokens
+        hidden = [_phrase([*head, word]) for word in hidden_completions(last)]
+        phrase = " OR ".join([f"{phrase} *", *hidden])
+        if hidden:
+            phrase = f"({phrase})"
     return f"{term.field} : {phrase}" if term.field else phrase
 
 

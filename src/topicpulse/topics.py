@@ -70,16 +70,19 @@ def load_catalogue(path: Path | None = None) -> list[CatalogueEntry]:
 
 
 async def sync_catalogue(store: Store, entries: list[CatalogueEntry] | None = None) -> int:
-    """Load catalogue topics into the store (new, changed, removed). Returns how many."""
+    """Load catalogue topics into the store (new, changed, removed), and store the compiled
+    expression of every custom query anew where the query compiler changed. Returns how many
+    catalogue topics there are."""
     entries = load_catalogue() if entries is None else entries
     stored = {
-        t.slug: (t.name, t.description, t.query, t.active)
+        t.slug: (t.name, t.description, t.query, t.fts, t.active)
         for t in await store.topics(kind="catalogue", active_only=False)
     }
     for entry in entries:
-        if stored.get(entry.slug) == (entry.name, entry.description, entry.query, True):
-            continue  # unchanged: no write
         node = ql.parse(entry.query, max_length=CATALOGUE_QUERY_LENGTH)
+        now = (entry.name, entry.description, entry.query, ql.to_fts(node), True)
+        if stored.get(entry.slug) == now:
+            continue  # unchanged: no write
         await store.upsert_catalogue_topic(
             slug=entry.slug,
             name=entry.name,
@@ -92,6 +95,13 @@ async def sync_catalogue(store: Store, entries: list[CatalogueEntry] | None = No
         active and slug not in {e.slug for e in entries} for slug, (*_, active) in stored.items()
     ):
         await store.deactivate_catalogue_topics(e.slug for e in entries)
+    for topic in await store.topics(kind="custom", active_only=False):
+        try:
+            fts = ql.to_fts(ql.parse(topic.query, max_length=None))
+        except ql.QueryError:  # valid when it was followed; keep what it compiled to then
+            continue
+        if fts != topic.fts:
+            await store.recompile_topic(topic.id, fts)
     return len(entries)
 
 

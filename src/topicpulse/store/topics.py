@@ -115,6 +115,13 @@ class TopicQueries(Database):
         async with self._write() as conn:
             await self._rematch(conn, topic.id, topic.fts)
 
+    async def recompile_topic(self, topic_id: int, fts: str) -> None:
+        """A topic's query compiles differently now (the compiler improved): store the new
+        expression and re-match the stored papers with it (no alerts for them)."""
+        async with self._write() as conn:
+            await conn.execute("UPDATE topics SET fts = ? WHERE id = ?", (fts, topic_id))
+            await self._rematch(conn, topic_id, fts)
+
     async def fanned_out_through(self) -> int:
         """The newest paper whose alerts a round has queued (see ``record_matches``)."""
         value = await self._value("SELECT value FROM engine_state WHERE key = 'fanned_out_through'")
