@@ -9,6 +9,7 @@ saying what is wrong, an unknown topic or paper a 404 — never a 500.
 from __future__ import annotations
 
 import hmac
+import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -25,6 +26,8 @@ from topicpulse.models import parse_iso, utcnow
 from topicpulse.store import Store
 from topicpulse.topics import find_catalogue_topic
 from topicpulse.web import pages
+
+log = logging.getLogger(__name__)
 
 RATE = (60, 60.0)  # pages per client address per 60 seconds
 CACHED = 500  # pages kept
@@ -234,7 +237,10 @@ async def telegram_update(request: web.Request) -> web.Response:
         update = None
     if not isinstance(update, dict) or not isinstance(update.get("update_id"), int):
         return web.json_response({"error": "Not a Telegram update."}, status=400)
-    await hook.receive(update)
+    try:
+        await hook.receive(update)
+    except Exception:  # unreadable: answering an error would make Telegram resend it forever
+        log.exception("dropped update %d: it could not be read", update["update_id"])
     return web.Response(status=200)
 
 
