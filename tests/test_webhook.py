@@ -6,13 +6,16 @@ The end-to-end tests of ``test_bot_e2e`` run over both transports (its ``bot`` f
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
 
 from test_bot_e2e import RL, USER, Bot, bot_session, check_traffic, seed_papers
+from topicpulse.bot.app import Pipeline
 from topicpulse.config import ConfigError, load_settings
 from waiting import wait_for
 
@@ -37,6 +40,27 @@ def _update(update_id: int, text: str, chat_id: int = USER) -> dict[str, Any]:
             "entities": [{"type": "bot_command", "offset": 0, "length": text.find(" ")}],
         },
     }
+
+
+async def _raw_post(bot: Bot, secret: bytes) -> int:
+    """POST an update with a secret header of raw bytes (a client library would refuse)."""
+    url = urlsplit(_address(bot))
+    reader, writer = await asyncio.open_connection(url.hostname, url.port)
+    body = b'{"update_id": 1}'
+    writer.write(
+        b"POST /telegram HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        + SECRET_HEADER.encode()
+        + b": "
+        + secret
+        + b"\r\nContent-Length: "
+        + str(len(body)).encode()
+        + b"\r\nConnection: close\r\n\r\n"
+        + body
+    )
+    await writer.drain()
+    status = int((await reader.readline()).split()[1])
+    writer.close()
+    return status
 
 
 async def test_updates_arrive_by_webhook_with_the_registered_secret(tmp_path: Path) -> None:
@@ -64,6 +88,7 @@ async def test_a_request_without_the_right_secret_gets_403_and_changes_nothing(
                 async with http.post(_address(bot), json=forged, headers=headers) as answer:
                     assert answer.status == 403
             good = {SECRET_HEADER: secret}
+            assert await _raw_post(bot, b"\xff\xfe") == 403  # bytes that are not text: not a 500
             async with http.post(_address(bot), data=b"{not json", headers=good) as answer:
                 assert answer.status == 400
             async with http.post(_address(bot), json={"message": {}}, headers=good) as answer:
@@ -116,13 +141,56 @@ async def test_updates_sent_while_the_bot_is_down_arrive_once_it_is_back_and_pol
         check_traffic(bot.fake)
 
 
+async def test_an_update_sent_while_the_bot_stops_is_refused_then_arrives_after_the_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the Application stops it no longer reads its queue: an update taken then would be
+    lost, so it gets 503 and Telegram (the fake) sends it again later."""
+    async with bot_session(tmp_path, papers=seed_papers(), transport="webhook") as bot:
+        await bot.poll()
+        release = asyncio.Event()
+        stop_delivery = Pipeline.stop_delivery
+
+        async def slow_stop(self: Pipeline, grace: float = 3.0) -> None:
+            await release.wait()  # the server still runs; the Application has stopped
+            await stop_delivery(self, grace)
+
+        monkeypatch.setattr(Pipeline, "stop_delivery", slow_stop)
+        app = bot.app
+        assert app is not None
+        stopping = asyncio.create_task(bot.stop())
+        await wait_for(lambda: not app.running, timeout=10, what="the Application to stop")
+        bot.fake.user_sends(USER, f"/follow {RL}")
+        await wait_for(
+            lambda: any(status == 503 for _, status in bot.fake.webhook_posts),
+            timeout=10,
+            what="a 503 for the update",
+        )
+        release.set()
+        await stopping
+        monkeypatch.undo()
+        await bot.start()
+        await bot.idle()
+        assert await bot.subscriptions(USER) == [RL]
+        check_traffic(bot.fake)
+
+
 def test_webhook_settings_are_checked() -> None:
     settings = load_settings(
         telegram_bot_token="1:x", TOPICPULSE_WEBHOOK_URL="https://pulse.example.org"
     )
     assert settings.listen_port == 8080  # a webhook needs the server even without a port
     assert load_settings(telegram_bot_token="1:x").listen_port is None  # polling: no port
-    with pytest.raises(ConfigError, match="TOPICPULSE_WEBHOOK_SECRET"):
-        load_settings(TOPICPULSE_WEBHOOK_SECRET="has spaces")
-    with pytest.raises(ConfigError, match="TOPICPULSE_WEBHOOK_URL"):
-        load_settings(TOPICPULSE_WEBHOOK_URL="pulse.example.org")
+    assert load_settings(TOPICPULSE_WEBHOOK_SECRET="s" * 32).webhook_secret == "s" * 32
+    for secret in ("has spaces" * 4, "short"):
+        with pytest.raises(ConfigError, match="TOPICPULSE_WEBHOOK_SECRET"):
+            load_settings(TOPICPULSE_WEBHOOK_SECRET=secret)
+    for url in (
+        "pulse.example.org",
+        "http://pulse.example.org",  # Telegram posts to HTTPS only
+        "https://pulse.example.org/bot",  # the server answers at /telegram, not under a path
+        "https://pulse.example.org/?x=1",
+    ):
+        with pytest.raises(ConfigError, match="TOPICPULSE_WEBHOOK_URL"):
+            load_settings(TOPICPULSE_WEBHOOK_URL=url)
+    assert load_settings(TOPICPULSE_WEBHOOK_URL="https://pulse.example.org/").webhook_url

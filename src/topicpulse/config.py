@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -44,7 +45,7 @@ DEFAULT_CATEGORIES: tuple[str, ...] = (
 
 
 _CATEGORY = re.compile(r"[a-z][a-z-]*(\.[A-Za-z-]+)?")
-_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # a webhook secret token
+_SECRET = re.compile(r"[A-Za-z0-9_-]{32,256}")  # a webhook secret token (Telegram: 1–256)
 
 
 class ConfigError(Exception):
@@ -144,7 +145,24 @@ class Settings(BaseSettings):
     @classmethod
     def _check_secret(cls, value: str | None) -> str | None:
         if value is not None and not _SECRET.fullmatch(value):
-            raise ValueError("use 1–256 characters from A–Z, a–z, 0–9, _ and - (Telegram's rule)")
+            raise ValueError(
+                "use 32–256 characters from A–Z, a–z, 0–9, _ and - (a short one can be guessed)"
+            )
+        return value
+
+    @field_validator("webhook_url")
+    @classmethod
+    def _check_webhook(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        local = parts.hostname in ("localhost", "127.0.0.1")
+        if parts.scheme != "https" and not local:
+            raise ValueError("Telegram sends webhooks to https:// addresses only")
+        if parts.path.strip("/") or parts.query or parts.fragment:
+            raise ValueError(
+                "give the public base address without a path, e.g. https://pulse.example.org"
+            )
         return value
 
     @property

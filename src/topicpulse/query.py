@@ -521,7 +521,7 @@ _ENDINGS = (
     "e", "es", "ed", "ing", "ion", "ions", "ive", "or", "ors", "y", "ies", "ce", "cy", "t", "ts",
     "te", "tion", "ation", "ization", "isation", "ity", "al", "ment", "ness", "ant", "ance",
     "ancy", "ent", "ence", "ency", "ous", "ic", "ical", "ism", "ist", "ize", "ise", "able",
-    "ible", "er", "ers", "ly", "s", "ze", "zed", "zation", "se", "sed", "sation",
+    "ible", "er", "ers", "ly", "s", "ze", "zed", "zation", "se", "sed", "sation", "ess", "ities",
 )
 # fmt: on
 

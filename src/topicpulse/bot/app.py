@@ -48,7 +48,13 @@ from topicpulse.matching import match_new_papers
 from topicpulse.models import utcnow
 from topicpulse.store import Store
 from topicpulse.topics import sync_catalogue
-from topicpulse.web.server import WEBHOOK_PATH, WebContext, Webhook, build_web_app
+from topicpulse.web.server import (
+    WEBHOOK_PATH,
+    NotAccepting,
+    WebContext,
+    Webhook,
+    build_web_app,
+)
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +67,7 @@ MAINTENANCE_FIRST = 600  # seconds after a start
 # commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
 # (handlers.COMMAND_RATE) bounds what one user can hold.
 CONCURRENT_UPDATES = 256
+STOPPING = "topicpulse.stopping"  # bot_data key: set when the Application begins to stop
 
 
 @dataclass(slots=True)
@@ -336,9 +343,12 @@ def build_application(
 
 
 def _queue_update(app: Application) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]]:  # type: ignore[type-arg]
-    """Hand an update's JSON, as Telegram POSTed it, to the Application."""
+    """Hand an update's JSON, as Telegram POSTed it, to the Application — until it begins to
+    stop: the Application no longer reads its queue then, so Telegram is told to resend."""
 
     async def receive(data: dict[str, Any]) -> None:
+        if app.bot_data.get(STOPPING):
+            raise NotAccepting("the bot is stopping")
         await app.update_queue.put(Update.de_json(data, app.bot))
 
     return receive
@@ -386,6 +396,7 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
     try:
         yield app
     finally:
+        app.bot_data[STOPPING] = True  # webhook updates from now on: "try again later"
         if app.updater is not None and app.updater.running:
             await app.updater.stop()
         if app.running:

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from topicpulse.chats import SHARE_CODE
+
 MAX_DATA = 64  # bytes: Telegram's limit on callback_data
 EXPIRED = "This button has expired."
 _ID = r"([1-9][0-9]{0,17})"  # a positive row id below 2**63
@@ -98,7 +100,7 @@ _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"m:{_ID}"), MoreLike),
     (re.compile(rf"a:{_ID}"), AskAbout),
 ]
-_SHARED = re.compile(r"fq:([a-z2-7]{10,26})")  # chats.SHARE_CODE
+_SHARED = re.compile(rf"fq:({SHARE_CODE.pattern})")
 _PAGE_WORDS = re.compile(rf"tp:{_PAGE}(?::(.+))?", re.DOTALL)
 _PAGE_KEY = re.compile(rf"tp:{_PAGE}#([0-9a-f]{{12}})")
 

@@ -151,12 +151,13 @@ class CountQueries(Database):
         cache = self._term_documents
         missing = sorted({t for t in terms if t not in cache})
         for chunk in rows.chunks(missing):
+            cache.update(dict.fromkeys(chunk, 0))  # absent unless the index has it
             for row in await self._rows(
                 f"SELECT term, doc FROM papers_fts_terms WHERE term IN ({rows.marks(chunk)})",
                 chunk,
             ):
                 cache[row["term"]] = int(row["doc"])
-        return {t: cache[t] for t in terms if t in cache}
+        return {t: cache[t] for t in terms if cache.get(t)}
 
     # ------------------------------------------------------------------ spike episodes
     async def open_episodes(self, topic_ids: Sequence[int]) -> dict[int, SpikeEpisode]:

@@ -45,6 +45,11 @@ _templates = jinja2.Environment(
 )
 
 
+class NotAccepting(Exception):
+    """Raised by ``Webhook.receive`` while the bot cannot take updates: answered 503, so that
+    Telegram keeps the update and sends it again."""
+
+
 @dataclass(frozen=True)
 class Webhook:
     """Where Telegram's updates go in webhook mode: ``receive`` takes an update's JSON once the
@@ -228,8 +233,8 @@ async def telegram_update(request: web.Request) -> web.Response:
     hook = request.app[_CONTEXT].webhook
     if hook is None:
         return web.json_response({"error": "Not in webhook mode."}, status=404)
-    given = request.headers.get(SECRET_HEADER, "")
-    if not hmac.compare_digest(given.encode(), hook.secret.encode()):
+    given = request.headers.get(SECRET_HEADER, "")  # undecodable bytes arrive as surrogates
+    if not hmac.compare_digest(given.encode("utf-8", "surrogateescape"), hook.secret.encode()):
         return web.json_response({"error": "Wrong secret token."}, status=403)
     try:
         update = await request.json()
@@ -239,6 +244,8 @@ async def telegram_update(request: web.Request) -> web.Response:
         return web.json_response({"error": "Not a Telegram update."}, status=400)
     try:
         await hook.receive(update)
+    except NotAccepting as exc:
+        return web.json_response({"error": f"Try again later: {exc}."}, status=503)
     except Exception:  # unreadable: answering an error would make Telegram resend it forever
         log.exception("dropped update %d: it could not be read", update["update_id"])
     return web.Response(status=200)
@@ -260,4 +267,4 @@ def build_web_app(context: WebContext) -> web.Application:
     return app
 
 
-__all__ = ["WEBHOOK_PATH", "WebContext", "Webhook", "build_web_app"]
+__all__ = ["WEBHOOK_PATH", "NotAccepting", "WebContext", "Webhook", "build_web_app"]
