@@ -344,12 +344,25 @@ async def test_sync_stores_what_queries_compile_to_now(store: Store) -> None:
         normalised=entry.query,
         fts=stale["ti:sycophan*"],
     )
-    topics = {t.query: t for t in await store.topics()}
-    for topic in topics.values():
+    followed_id = await store.custom_topic(
+        name="mitigat*", query="mitigat*", normalised="mitigat*", fts='"mitigat" *'
+    )
+    stale["mitigat*"] = '"mitigat" *'
+    await store.upsert_papers([_paper(2, "Mitigation of reward hacking")])
+    await store.ensure_chat(5)
+    await store.subscribe(5, followed_id)
+    for topic in await store.topics():
         assert await store.matching_papers(topic_id=topic.id) == []  # the old expressions
     await sync_catalogue(store, [entry])
+    # A live topic (followed, or in the catalogue) is re-matched at once; one nobody follows
+    # when it is next read.
+    assert [p.arxiv_id for p in await store.matching_papers(topic_id=followed_id)] == ["2605.00002"]
+    assert await store.matching_papers(topic_id=custom_id) == []
     for topic in await store.topics():
         assert topic.fts == ql.compile_query(topic.query) != stale[topic.query]
+        if topic.id == followed_id:
+            continue
+        await store.refresh_topic_matches(topic)  # what reading a topic nobody follows does
         found = await store.matching_papers(topic_id=topic.id)
         assert [p.arxiv_id for p in found] == ["2605.00001"], topic.query
     assert custom_id in {t.id for t in await store.topics(kind="custom")}

@@ -117,10 +117,22 @@ class TopicQueries(Database):
 
     async def recompile_topic(self, topic_id: int, fts: str) -> None:
         """A topic's query compiles differently now (the compiler improved): store the new
-        expression and re-match the stored papers with it (no alerts for them)."""
+        expression and re-match the stored papers with it (no alerts for them) — now for a
+        live topic, and for one nobody follows when it is next read (``refresh_topic_matches``),
+        so a start does not re-match every abandoned query."""
         async with self._write() as conn:
             await conn.execute("UPDATE topics SET fts = ? WHERE id = ?", (fts, topic_id))
-            await self._rematch(conn, topic_id, fts)
+            async with conn.execute(
+                f"SELECT EXISTS (SELECT 1 FROM topics t WHERE t.id = ? AND ({_LIVE})) AS live",
+                (topic_id,),
+            ) as cur:
+                row = await cur.fetchone()
+            if row is not None and row["live"]:
+                await self._rematch(conn, topic_id, fts)
+            else:
+                await conn.execute(
+                    "UPDATE topics SET matched_through = 0 WHERE id = ?", (topic_id,)
+                )
 
     async def fanned_out_through(self) -> int:
         """The newest paper whose alerts a round has queued (see ``record_matches``)."""
