@@ -172,11 +172,11 @@ class ArxivProcess:
     would stall the fake Bot API beside it — whose clock times every reply — a few times a
     round: a benchmark artefact charged to the bot. ``replace`` swaps the papers served."""
 
-    def __init__(self, papers: Iterable[object]) -> None:
+    def __init__(self, papers: Iterable[object], *, nice: int = 0) -> None:
         context = multiprocessing.get_context("spawn")
         self._conn, child = context.Pipe()
         self._process = context.Process(
-            target=_serve_arxiv, args=(child, list(papers)), name="fake-arxiv", daemon=True
+            target=_serve_arxiv, args=(child, list(papers), nice), name="fake-arxiv", daemon=True
         )
         self.url = ""
 
@@ -197,8 +197,13 @@ class ArxivProcess:
             self._process.kill()
 
 
-def _serve_arxiv(conn: object, papers: list[object]) -> None:
+def _serve_arxiv(conn: object, papers: list[object], nice: int) -> None:
+    import os
+
     from fake_arxiv import FakeArxiv
+
+    if nice:
+        os.nice(nice)
 
     async def serve() -> None:
         arxiv = FakeArxiv(papers)  # type: ignore[arg-type]

@@ -54,6 +54,7 @@ drain), not on a missed target. The machine's load average is printed: other wor
     .venv/bin/python bench/bench_replies.py --verbose      # + slowest commands, reads, stacks
     .venv/bin/python bench/bench_replies.py --profile      # + py-spy: who holds the GIL
     .venv/bin/python bench/bench_replies.py --switch-interval 0.001   # an experiment
+    .venv/bin/python bench/bench_replies.py --arxiv-nice 19           # another
 """
 
 from __future__ import annotations
@@ -1055,7 +1056,7 @@ async def main(args: argparse.Namespace) -> int:
     # the fake arXiv serves the last 10 days (a poll reads 7) and, from each round on, its papers
     cutoff = iso(datetime.combine(today - timedelta(days=10), datetime.min.time(), UTC))
     served = [p for p in plan.history if p.published >= cutoff]
-    arxiv = await ArxivProcess(served).start()  # its own process, as arXiv is elsewhere
+    arxiv = await ArxivProcess(served, nice=args.arxiv_nice).start()  # arXiv is elsewhere
     env = bot_env(fake, arxiv, db)
     env[EVENTS_ENV] = str(events_path)
     if args.switch_interval:
@@ -1356,6 +1357,13 @@ def parse_args() -> argparse.Namespace:
         type=float,
         default=0.0,
         help="experiment: sys.setswitchinterval in the bot (Python's default 0.005 s)",
+    )
+    parser.add_argument(
+        "--arxiv-nice",
+        type=int,
+        default=0,
+        help="experiment: run the fake arXiv at this CPU niceness (19: only on CPU the bot"
+        " leaves idle, closer to arXiv being another machine)",
     )
     parser.add_argument(
         "--light",
