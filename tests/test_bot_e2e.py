@@ -120,7 +120,11 @@ class Bot:
         assert self.app is None
         self._stack = contextlib.AsyncExitStack()
         app = build_application(
-            self.settings, clock=self.clock, poll_first=3600, rate_limiter=fast_limiter()
+            self.settings,
+            clock=self.clock,
+            poll_first=3600,
+            rate_limiter=fast_limiter(),
+            webhook_backoff=0.01,
         )
         await self._stack.enter_async_context(running(app, poll_timeout=1))
         self.app = app

@@ -13,9 +13,10 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
+from telegram.error import BadRequest
 
 from test_bot_e2e import RL, USER, Bot, bot_session, check_traffic, seed_papers
-from topicpulse.bot.app import Pipeline
+from topicpulse.bot.app import Pipeline, register_webhook
 from topicpulse.config import ConfigError, load_settings
 from waiting import wait_for
 
@@ -173,6 +174,25 @@ async def test_an_update_sent_while_the_bot_stops_is_refused_then_arrives_after_
         await bot.idle()
         assert await bot.subscriptions(USER) == [RL]
         check_traffic(bot.fake)
+
+
+async def test_registration_is_retried_over_telegram_errors_and_a_refusal_is_final(
+    tmp_path: Path,
+) -> None:
+    async with bot_session(tmp_path, papers=seed_papers(), transport="webhook") as bot:
+        await bot.stop()
+        bot.fake.fail_next("setWebhook", status=502, description="Bad Gateway", count=2)
+        await bot.start()  # the third try is accepted
+        assert [c.result for c in bot.fake.calls_to("setWebhook")] == ["ok", 502, 502, "ok"]
+        followed = await bot.say(USER, f"/follow {RL}")
+        assert (followed.plain_text or "").startswith(f"✅ Now following {RL}")
+        assert bot.app is not None
+        bot.fake.fail_next(
+            "setWebhook", status=400, description="Bad Request: bad webhook: Failed to resolve host"
+        )
+        with pytest.raises(BadRequest, match="(?i)failed to resolve host"):
+            await register_webhook(bot.app.bot, _address(bot), "s" * 32, backoff=0.01)
+        assert len(bot.fake.calls_to("setWebhook")) == 5  # a refusal is not retried
 
 
 def test_webhook_settings_are_checked() -> None:

@@ -31,12 +31,20 @@ from datetime import datetime
 from typing import Any
 
 from aiohttp import web
-from telegram import Update
+from telegram import Bot, Update
+from telegram.error import (
+    BadRequest,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
 from topicpulse import momentum
 from topicpulse.bot import handlers, membership
-from topicpulse.bot.ratelimit import TelegramRateLimiter
+from topicpulse.bot.ratelimit import TelegramRateLimiter, retry_seconds
 from topicpulse.bot.sender import TelegramSender
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
@@ -67,6 +75,7 @@ MAINTENANCE_FIRST = 600  # seconds after a start
 # commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
 # (handlers.COMMAND_RATE) bounds what one user can hold.
 CONCURRENT_UPDATES = 256
+WEBHOOK_ATTEMPTS = 5  # setWebhook tries at a start, over network errors and Telegram's 5xx
 STOPPING = "topicpulse.stopping"  # bot_data key: set when the Application begins to stop
 
 
@@ -212,6 +221,7 @@ def build_application(
     clock: Callable[[], datetime] = utcnow,
     arxiv_backoff: float = 5.0,
     poll_first: float = 1.0,
+    webhook_backoff: float = 2.0,
     rate_limiter: BaseRateLimiter | None = None,  # type: ignore[type-arg]
 ) -> Application:  # type: ignore[type-arg]
     """The Application with handlers, jobs and the engine attached (started in post_init).
@@ -267,10 +277,11 @@ def build_application(
         if settings.webhook_url:
             # Every start: the address or the secret may have changed. Updates Telegram held
             # while the bot was down are delivered now.
-            await app.bot.set_webhook(
+            await register_webhook(
+                app.bot,
                 settings.webhook_url.rstrip("/") + WEBHOOK_PATH,
-                secret_token=webhook_secret,
-                allowed_updates=Update.ALL_TYPES,
+                webhook_secret,
+                backoff=webhook_backoff,
             )
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
@@ -340,6 +351,27 @@ def build_application(
     handlers.register(app)
     membership.register(app)
     return app
+
+
+async def register_webhook(bot: Bot, url: str, secret: str, *, backoff: float) -> None:
+    """``setWebhook``, tried ``WEBHOOK_ATTEMPTS`` times over network errors, Telegram's 5xx and
+    flood waits (``backoff`` seconds, doubling); a refusal (e.g. a bad address) stops the start
+    with Telegram's reason, as does the last failure."""
+    for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
+        try:
+            await bot.set_webhook(url, secret_token=secret, allowed_updates=Update.ALL_TYPES)
+            return
+        except RetryAfter as exc:
+            delay = retry_seconds(exc)
+            error: TelegramError = exc
+        except (BadRequest, Forbidden, InvalidToken):
+            raise
+        except NetworkError as exc:  # also TimedOut; Telegram's 5xx arrive as NetworkError
+            delay, error = backoff * 2 ** (attempt - 1), exc
+        if attempt == WEBHOOK_ATTEMPTS:
+            raise error
+        log.warning("setWebhook failed (%s); trying again in %.1f s", error, delay)
+        await asyncio.sleep(delay)
 
 
 def _queue_update(app: Application) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]]:  # type: ignore[type-arg]
