@@ -16,7 +16,8 @@ import pytest
 from telegram.error import BadRequest
 
 from test_bot_e2e import RL, USER, Bot, bot_session, check_traffic, seed_papers
-from topicpulse.bot.app import Pipeline, register_webhook
+from topicpulse.bot.app import Pipeline
+from topicpulse.bot.serving import register_webhook
 from topicpulse.config import ConfigError, load_settings
 from waiting import wait_for
 
@@ -190,7 +191,7 @@ async def test_registration_is_retried_over_telegram_errors_and_a_refusal_is_fin
         bot.fake.fail_next(
             "setWebhook", status=400, description="Bad Request: bad webhook: Failed to resolve host"
         )
-        with pytest.raises(BadRequest, match="(?i)failed to resolve host"):
+        with pytest.raises(BadRequest, match=r"(?i)failed to resolve host"):
             await register_webhook(bot.app.bot, _address(bot), "s" * 32, backoff=0.01)
         assert len(bot.fake.calls_to("setWebhook")) == 5  # a refusal is not retried
 

@@ -31,21 +31,14 @@ from datetime import datetime
 from typing import Any
 
 from aiohttp import web
-from telegram import Bot, Update
-from telegram.error import (
-    BadRequest,
-    Forbidden,
-    InvalidToken,
-    NetworkError,
-    RetryAfter,
-    TelegramError,
-)
+from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
 from topicpulse import momentum
 from topicpulse.bot import handlers, membership
-from topicpulse.bot.ratelimit import TelegramRateLimiter, retry_seconds
+from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
+from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.ingest import Ingestor
@@ -56,13 +49,7 @@ from topicpulse.matching import match_new_papers
 from topicpulse.models import utcnow
 from topicpulse.store import Store
 from topicpulse.topics import sync_catalogue
-from topicpulse.web.server import (
-    WEBHOOK_PATH,
-    NotAccepting,
-    WebContext,
-    Webhook,
-    build_web_app,
-)
+from topicpulse.web.server import WEBHOOK_PATH, WebContext, Webhook
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +62,6 @@ MAINTENANCE_FIRST = 600  # seconds after a start
 # commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
 # (handlers.COMMAND_RATE) bounds what one user can hold.
 CONCURRENT_UPDATES = 256
-WEBHOOK_ATTEMPTS = 5  # setWebhook tries at a start, over network errors and Telegram's 5xx
-STOPPING = "topicpulse.stopping"  # bot_data key: set when the Application begins to stop
 
 
 @dataclass(slots=True)
@@ -267,7 +252,7 @@ def build_application(
                     bot_username=app.bot.username,
                     clock=clock,
                     delivery_state=pipeline.delivery_state,
-                    webhook=Webhook(webhook_secret, _queue_update(app))
+                    webhook=Webhook(webhook_secret, queue_update(app))
                     if settings.webhook_url
                     else None,
                 ),
@@ -351,48 +336,6 @@ def build_application(
     handlers.register(app)
     membership.register(app)
     return app
-
-
-async def register_webhook(bot: Bot, url: str, secret: str, *, backoff: float) -> None:
-    """``setWebhook``, tried ``WEBHOOK_ATTEMPTS`` times over network errors, Telegram's 5xx and
-    flood waits (``backoff`` seconds, doubling); a refusal (e.g. a bad address) stops the start
-    with Telegram's reason, as does the last failure."""
-    for attempt in range(1, WEBHOOK_ATTEMPTS + 1):
-        try:
-            await bot.set_webhook(url, secret_token=secret, allowed_updates=Update.ALL_TYPES)
-            return
-        except RetryAfter as exc:
-            delay = retry_seconds(exc)
-            error: TelegramError = exc
-        except (BadRequest, Forbidden, InvalidToken):
-            raise
-        except NetworkError as exc:  # also TimedOut; Telegram's 5xx arrive as NetworkError
-            delay, error = backoff * 2 ** (attempt - 1), exc
-        if attempt == WEBHOOK_ATTEMPTS:
-            raise error
-        log.warning("setWebhook failed (%s); trying again in %.1f s", error, delay)
-        await asyncio.sleep(delay)
-
-
-def _queue_update(app: Application) -> Callable[[dict[str, Any]], Coroutine[Any, Any, None]]:  # type: ignore[type-arg]
-    """Hand an update's JSON, as Telegram POSTed it, to the Application — until it begins to
-    stop: the Application no longer reads its queue then, so Telegram is told to resend."""
-
-    async def receive(data: dict[str, Any]) -> None:
-        if app.bot_data.get(STOPPING):
-            raise NotAccepting("the bot is stopping")
-        await app.update_queue.put(Update.de_json(data, app.bot))
-
-    return receive
-
-
-async def start_web(context: WebContext, host: str, port: int) -> web.AppRunner:
-    """The topic pages (and /healthz) on ``host:port`` beside the bot."""
-    runner = web.AppRunner(build_web_app(context))
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    log.info("serving the topic pages on %s:%d", host, port)
-    return runner
 
 
 def answer_writer(settings: Settings) -> AnswerWriter | None:
