@@ -22,6 +22,7 @@ from conftest import requires_listings
 from fake_arxiv import LISTINGS
 from test_bot_e2e import USER, bot_session, check_traffic, free_port, seed_papers
 from topicpulse import momentum
+from topicpulse.chats import share_query
 from topicpulse.ingest import import_files
 from topicpulse.matching import match_new_papers
 from topicpulse.models import RunStats, iso, parse_iso
@@ -332,6 +333,13 @@ async def test_a_query_page_links_a_code_and_the_bot_asks_before_following(
         forged, answer = await bot.press(2002, asked, "fq:aaaaaaaaaa", forged=True)
         assert forged == [] and answer["text"] == "This button has expired."
         assert await bot.subscriptions(2002) == []
+
+        # A query that reads like a catalogue name is followed as the query the page showed.
+        code = await share_query(bot.store, "rl for language models")
+        shown = await bot.say(3003, f"/start q_{code}")
+        await bot.press(3003, shown, shown.buttons[0][1])
+        [topic] = [s.topic for s in await bot.store.subscriptions(3003)]
+        assert topic.is_custom and topic.query == "rl for language models"
         check_traffic(bot.fake)
 
 

@@ -83,18 +83,27 @@ class FollowResult:
 
 
 async def follow(
-    store: Store, chat_id: int, text: str, *, now: datetime | None = None
+    store: Store,
+    chat_id: int,
+    text: str,
+    *,
+    now: datetime | None = None,
+    query_only: bool = False,
 ) -> FollowResult:
     """Follow a catalogue topic (by name or slug), a custom query, or papers like one to five
-    examples (``like <id> …``), with a preview of the four weeks before ``now``."""
+    examples (``like <id> …``), with a preview of the four weeks before ``now``.
+    ``query_only``: ``text`` is a query, even if it reads like a topic's name or ``like …``
+    (a web page's query: follow what the page showed)."""
     text = check_argument(text, "topic name or query")
     now = now or utcnow()
     window = [iso(now - momentum.WINDOW), iso(now)]
     label = text
     rule = None
     make: Callable[[], Awaitable[Topic]] = functools.partial(topic_for, store, text)
+    if query_only:
+        make = functools.partial(custom_topic, store, text)
     word, _, rest = text.partition(" ")
-    if word.casefold() == "like" and rest.strip():
+    if word.casefold() == "like" and rest.strip() and not query_only:
         try:
             ids = examples.parse_ids(rest)
             found = {i: await store.get_paper(i) for i in ids}

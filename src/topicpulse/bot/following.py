@@ -172,7 +172,9 @@ async def follow_shared_button(
         await query.answer(callbacks.EXPIRED)
         return
     try:
-        result = await chats.follow(tp.store, chat_id_of(update), text, now=tp.clock())
+        result = await chats.follow(
+            tp.store, chat_id_of(update), text, now=tp.clock(), query_only=True
+        )
     except chats.UserError as exc:  # e.g. the chat follows the most topics allowed
         await query.answer(shorten(str(exc), 200), show_alert=True)
         return
