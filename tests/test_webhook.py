@@ -7,6 +7,7 @@ The end-to-end tests of ``test_bot_e2e`` run over both transports (its ``bot`` f
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -194,6 +195,23 @@ async def test_registration_is_retried_over_telegram_errors_and_a_refusal_is_fin
         with pytest.raises(BadRequest, match=r"(?i)failed to resolve host"):
             await register_webhook(bot.app.bot, _address(bot), "s" * 32, backoff=0.01)
         assert len(bot.fake.calls_to("setWebhook")) == 5  # a refusal is not retried
+
+        # Refused at a start: the start fails with Telegram's reason and undoes itself (the
+        # database closed, the port free), rather than leaving a half-started bot.
+        await bot.stop()
+        bot.fake.fail_next("setWebhook", status=400, description="Bad Request: bad webhook")
+        with pytest.raises(BadRequest, match=r"(?i)bad webhook"):
+            await bot.start()
+        assert bot.app is None
+        port = bot.settings.web_port
+        assert port is not None
+        with socket.socket() as probe:  # no server listens there any more
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(("127.0.0.1", port))
+            probe.listen()
+        await bot.start()  # and the next start works
+        listed = await bot.say(USER, "/list")
+        assert RL in (listed.plain_text or "")
 
 
 def test_webhook_settings_are_checked() -> None:

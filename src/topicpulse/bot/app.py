@@ -361,14 +361,14 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
     """Run the application inside an existing event loop (as ``run_polling`` does, step by
     step): for embedding and end-to-end tests."""
     await app.initialize()
-    if app.post_init:
-        await app.post_init(app)
-    if app.updater is not None:  # None in webhook mode
-        await app.updater.start_polling(
-            poll_interval=0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES
-        )
-    await app.start()
-    try:
+    try:  # a start that fails half-way (e.g. Telegram refuses the webhook) is undone too
+        if app.post_init:
+            await app.post_init(app)
+        if app.updater is not None:  # None in webhook mode
+            await app.updater.start_polling(
+                poll_interval=0, timeout=poll_timeout, allowed_updates=Update.ALL_TYPES
+            )
+        await app.start()
         yield app
     finally:
         app.bot_data[STOPPING] = True  # webhook updates from now on: "try again later"
