@@ -15,6 +15,7 @@ from topicpulse.bot.common import (
     BotContext,
     arg_text,
     chat_id_of,
+    chat_row,
     command,
     edit_message,
     is_admin,
@@ -97,7 +98,7 @@ async def unfollow(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def _list_view(tp: BotContext, chat_id: int) -> tuple[list[str], views.Keyboard]:
-    chat = await tp.store.chat(chat_id)
+    chat = await chat_row(tp, chat_id)  # a follow or unfollow does not change the chat's row
     assert chat is not None
     now = tp.clock()
     topics = [s.topic for s in await tp.store.subscriptions(chat_id)]
