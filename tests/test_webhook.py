@@ -16,7 +16,10 @@ import aiohttp
 import pytest
 from telegram.error import BadRequest
 
-from test_bot_e2e import RL, USER, Bot, bot_session, check_traffic, seed_papers
+from fake_arxiv import FakeArxiv
+from fake_telegram import FakeTelegram
+from test_bot_e2e import RL, USER, Bot, bot_session, check_traffic, free_port, seed_papers
+from test_crash import BotProcess
 from topicpulse.bot.app import Pipeline
 from topicpulse.bot.serving import register_webhook
 from topicpulse.config import ConfigError, load_settings
@@ -233,3 +236,38 @@ def test_webhook_settings_are_checked() -> None:
         with pytest.raises(ConfigError, match="TOPICPULSE_WEBHOOK_URL"):
             load_settings(TOPICPULSE_WEBHOOK_URL=url)
     assert load_settings(TOPICPULSE_WEBHOOK_URL="https://pulse.example.org/").webhook_url
+
+
+async def test_topicpulse_run_in_webhook_mode_answers_and_stops_cleanly_on_sigterm(
+    tmp_path: Path,
+) -> None:
+    """The real command (``python -m topicpulse run``) in webhook mode: it registers, answers
+    an update Telegram POSTs, and on SIGTERM shuts down and exits 0."""
+    port = free_port()
+    async with FakeTelegram() as fake, FakeArxiv() as arxiv:
+        bot = BotProcess(
+            {
+                "TELEGRAM_BOT_TOKEN": fake.token,
+                "TOPICPULSE_TELEGRAM_API_URL": fake.base_url,
+                "TOPICPULSE_ARXIV_API_URL": arxiv.url,
+                "TOPICPULSE_DB": str(tmp_path / "bot.db"),
+                "TOPICPULSE_BACKFILL_WEEKS": "0",
+                "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",
+                "TOPICPULSE_WEBHOOK_URL": f"http://127.0.0.1:{port}",
+                "TOPICPULSE_WEB_HOST": "127.0.0.1",
+                "TOPICPULSE_WEB_PORT": str(port),
+            },
+            tmp_path / "bot.log",
+        )
+        await bot.start()
+        try:
+            await wait_for(lambda: fake.calls_to("setWebhook"), timeout=60, what="setWebhook")
+            fake.user_sends(USER, "/start")
+            await wait_for(lambda: fake.messages_to(USER), timeout=30, what="the welcome")
+        finally:
+            code = await bot.stop()
+        assert fake.calls_to("getUpdates") == []
+    log = (tmp_path / "bot.log").read_text()
+    assert code == 0, log
+    assert "topicpulse stopped; database closed" in log
+    assert fake.token not in log
