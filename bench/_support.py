@@ -46,6 +46,16 @@ def fresh_db(name: str) -> Path:
     return path
 
 
+def mean_interval(values: list[float], seed: int = 7) -> tuple[float, float]:
+    """The 95% bootstrap interval of the mean (2,000 resamples, seeded)."""
+    import random
+    import statistics
+
+    rng = random.Random(seed)
+    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(2_000))
+    return means[49], means[1949]
+
+
 def percentile(values: Iterable[float], pct: float) -> float:
     data = sorted(values)
     if not data:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import random
 import statistics
 import sys
 import time
@@ -40,6 +39,7 @@ sys.path.insert(0, str(ROOT / "evaluation"))
 
 from corpus import LISTINGS, MISSING, listings_store  # noqa: E402
 
+from _support import mean_interval as interval  # noqa: E402
 from topicpulse import ask  # noqa: E402
 from topicpulse.matching import match_new_papers  # noqa: E402
 from topicpulse.store import Store  # noqa: E402
@@ -61,12 +61,6 @@ def scores(ranked: list[str], relevant: set[str]) -> tuple[float, float]:
     recall = len(set(ranked[:K]) & relevant) / len(relevant)
     rank = next((i for i, r in enumerate(ranked[:DEPTH], 1) if r in relevant), None)
     return recall, (1 / rank if rank else 0.0)
-
-
-def interval(values: list[float], seed: int = 7) -> tuple[float, float]:
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(2_000))
-    return means[49], means[1949]
 
 
 async def evaluate(

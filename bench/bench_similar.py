@@ -24,7 +24,6 @@ the time per /similar query on the 5,861-paper store.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
 import statistics
 import sys
@@ -38,14 +37,17 @@ sys.path.insert(0, str(ROOT / "evaluation"))
 from corpus import LISTINGS, MISSING, listings_store  # noqa: E402
 from report import read_labels  # noqa: E402
 
+from _support import mean_interval as interval  # noqa: E402
 from topicpulse import query as ql  # noqa: E402
 from topicpulse.models import StoredPaper  # noqa: E402
 from topicpulse.similarity import (  # noqa: E402
     CANDIDATES,
     STOPWORDS,
+    cosine,
     rank_by_tfidf,
     similar_papers,
     similarity_query,
+    tfidf,
 )
 
 K = 5
@@ -58,23 +60,12 @@ def _words(p: StoredPaper) -> Counter[str]:
 
 
 def tfidf_vectors(papers: dict[str, StoredPaper]) -> dict[str, dict[str, float]]:
+    """Whole-listing TF-IDF over exact words (not stems): the arxiv-sanity baseline."""
     counts = {i: _words(p) for i, p in papers.items()}
     df: Counter[str] = Counter()
     for c in counts.values():
         df.update(c.keys())
-    n = len(papers)
-    vectors = {}
-    for i, c in counts.items():
-        v = {t: (1 + math.log(k)) * math.log(n / df[t]) for t, k in c.items()}
-        norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
-        vectors[i] = {t: x / norm for t, x in v.items()}
-    return vectors
-
-
-def cosine(a: dict[str, float], b: dict[str, float]) -> float:
-    if len(a) > len(b):
-        a, b = b, a
-    return sum(x * b.get(t, 0.0) for t, x in a.items())
+    return {i: tfidf(c, df, len(papers)) for i, c in counts.items()}
 
 
 def scores(ranked: list[str], relevant: set[str]) -> tuple[float, float]:
@@ -86,12 +77,6 @@ def scores(ranked: list[str], relevant: set[str]) -> tuple[float, float]:
             precisions.append(hits / n)
     p_at_k = sum(1 for i in ranked[:K] if i in relevant) / min(K, len(ranked))
     return p_at_k, (sum(precisions) / len(relevant) if relevant else 0.0)
-
-
-def interval(values: list[float], seed: int = 7) -> tuple[float, float]:
-    rng = random.Random(seed)
-    means = sorted(statistics.fmean(rng.choice(values) for _ in values) for _ in range(1000))
-    return means[25], means[974]
 
 
 async def main() -> int:

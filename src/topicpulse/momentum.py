@@ -138,18 +138,14 @@ async def compute(
 
 
 async def compute_many(store: Store, topics: list[Topic], *, as_of: datetime) -> list[Momentum]:
-    """Momentum of several stored topics as of one instant, in one read for up to 40 topics:
-    the store's total and every topic's windows as indexed range counts in one statement (one
-    grouped pass over all their matches is slower; one read per topic made /list hop to the
-    reader thread 2N times, each hop a wait for the GIL while a round runs)."""
+    """Momentum of several stored topics as of one instant, in two reads for any number of
+    topics: the store's total, then every topic's windows as indexed range counts in one
+    statement (one grouped pass over all their matches is slower; one read per topic made /list
+    hop to the reader thread 2N times, each hop a wait for the GIL while a round runs)."""
+    (all_last,) = await store.count_windows([iso(as_of - WINDOW), iso(as_of)])
     if not topics:
         return []
-    found, all_last = await store.topics_windows(
-        [iso(p) for p in _points(as_of)],
-        [t.id for t in topics],
-        total=(iso(as_of - WINDOW), iso(as_of)),
-    )
-    assert all_last is not None
+    found = await store.topics_windows([iso(p) for p in _points(as_of)], [t.id for t in topics])
     result = []
     for n, t in enumerate(topics, start=1):
         if n % YIELD_EVERY == 0:  # hundreds of topics (spike detection): let replies run

@@ -5,7 +5,6 @@ line)."""
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import html
 import re
 import time
@@ -33,7 +32,7 @@ from topicpulse.chats import UserError, clean_text
 from topicpulse.config import Settings
 from topicpulse.formatting import esc
 from topicpulse.llm import AnswerWriter
-from topicpulse.models import Chat, utcnow
+from topicpulse.models import utcnow
 from topicpulse.store import Store, interactive
 
 COMMAND_RATE = (20, 60.0)  # per user: at most 20 commands per 60 seconds
@@ -204,19 +203,6 @@ async def answer(update: Update, text: str, *, alert: bool = False) -> None:
         await reply(update, esc(text))
 
 
-# The chat's row as the command wrapper registered it for the update being handled: a handler
-# that shows it (/list) need not read it again.
-_REGISTERED: contextvars.ContextVar[Chat | None] = contextvars.ContextVar("chat", default=None)
-
-
-async def chat_row(tp: BotContext, chat_id: int) -> Chat | None:
-    """The chat's row: the one this update's wrapper registered, else read from the store."""
-    known = _REGISTERED.get()
-    if known is not None and known.chat_id == chat_id:
-        return known
-    return await tp.store.chat(chat_id)
-
-
 def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
     """Common wrapper: rate limit, chat registration, group admin check for commands that change
     the chat's subscriptions or settings, and ``UserError`` → a one-line reply."""
@@ -239,10 +225,7 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
                 return
             # A chat that writes to the bot can be written to again (it had blocked the bot or
             # removed it from the group: that made it inactive).
-            registered = await tp.store.ensure_chat(
-                chat.id, type=chat.type, title=chat.title, reactivate=True
-            )
-            _REGISTERED.set(registered)  # this handler's task only
+            await tp.store.ensure_chat(chat.id, type=chat.type, title=chat.title, reactivate=True)
             if changes and not await is_admin(update, context):
                 if update.callback_query:
                     await update.callback_query.answer(NOT_ADMIN, show_alert=True)

@@ -7,7 +7,7 @@ from telegram import CallbackQuery, Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from topicpulse import chats, momentum
+from topicpulse import chats, deeplinks, momentum
 from topicpulse.bot import callbacks, views
 from topicpulse.bot.common import (
     NO_PREVIEW,
@@ -15,7 +15,6 @@ from topicpulse.bot.common import (
     BotContext,
     arg_text,
     chat_id_of,
-    chat_row,
     command,
     edit_message,
     is_admin,
@@ -35,19 +34,18 @@ async def start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     bot. A deep link follows a catalogue topic; a query's link (from a web page) only shows the
     query with a button: a link must never follow an arbitrary query silently."""
     tp = services(context)
-    payload = arg_text(context)
-    if payload.startswith("q_"):
-        code = payload.removeprefix("q_")
-        query = await chats.shared_query(tp.store, code)
+    wanted = deeplinks.parse(arg_text(context))
+    if isinstance(wanted, deeplinks.SharedQuery):
+        query = await chats.shared_query(tp.store, wanted.code)
         if query is None:
             await reply(update, "That link is not valid (any more). Follow a query with /follow.")
             return
-        await reply_view(update, views.confirm_shared(query, code))
+        await reply_view(update, views.confirm_shared(query, wanted.code))
         return
-    if not payload.startswith("follow_"):
+    if wanted is None:
         await reply(update, "👋 " + views.HELP)
         return
-    slug = payload.removeprefix("follow_").replace("_", "-")
+    slug = wanted.slug
     topic = await find_catalogue_topic(tp.store, slug)
     if topic is None or topic.slug != slug:
         await reply(
@@ -98,7 +96,7 @@ async def unfollow(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def _list_view(tp: BotContext, chat_id: int) -> tuple[list[str], views.Keyboard]:
-    chat = await chat_row(tp, chat_id)  # a follow or unfollow does not change the chat's row
+    chat = await tp.store.chat(chat_id)
     assert chat is not None
     now = tp.clock()
     topics = [s.topic for s in await tp.store.subscriptions(chat_id)]

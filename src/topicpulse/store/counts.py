@@ -58,52 +58,32 @@ class CountQueries(Database):
         return [int(v) for v in row] if row else []
 
     async def topics_windows(
-        self,
-        edges: Sequence[str],
-        topic_ids: Sequence[int],
-        *,
-        total: tuple[str, str] | None = None,
-    ) -> tuple[dict[int, tuple[list[int], int]], int | None]:
+        self, edges: Sequence[str], topic_ids: Sequence[int]
+    ) -> dict[int, tuple[list[int], int]]:
         """For each topic: its papers in each window [edges[i], edges[i+1]) and its papers in
         all, as index range counts — a few statements for any number of topics (a reply to
-        /list reads once, not twice per followed topic). With ``total`` (a window), also the
-        whole store's papers in it, in the same first statement."""
+        /list reads once, not twice per followed topic)."""
         found: dict[int, tuple[list[int], int]] = {}
         windows = list(itertools.pairwise(edges))
         per_topic = [
             "(SELECT count(*) FROM topic_papers WHERE topic_id = ? AND published >= ?"
             " AND published < ?)"
         ] * len(windows) + ["(SELECT count(*) FROM topic_papers WHERE topic_id = ?)"]
-        store_total = None
-        chunks = [
-            topic_ids[start : start + _TOPICS_PER_STATEMENT]
-            for start in range(0, len(topic_ids), _TOPICS_PER_STATEMENT)
-        ] or [[]]
-        for n_chunk, chunk in enumerate(chunks):
-            columns, args = per_topic * len(chunk), []
+        for start in range(0, len(topic_ids), _TOPICS_PER_STATEMENT):
+            chunk = topic_ids[start : start + _TOPICS_PER_STATEMENT]
+            args: list[Any] = []
             for topic_id in chunk:
                 for lo, hi in windows:
                     args += [topic_id, lo, hi]
                 args.append(topic_id)
-            with_total = total is not None and n_chunk == 0
-            if with_total:
-                columns = [
-                    "(SELECT count(*) FROM papers WHERE published >= ? AND published < ?)",
-                    *columns,
-                ]
-                args = [*total, *args]  # type: ignore[misc]
-            if not columns:
-                continue
-            row = await self._row(f"SELECT {', '.join(columns)}", args)
+            row = await self._row(f"SELECT {', '.join(per_topic * len(chunk))}", args)
             assert row is not None
             values = [int(v) for v in row]
-            if with_total:
-                store_total, values = values[0], values[1:]
             width = len(per_topic)
             for n, topic_id in enumerate(chunk):
                 counts = values[n * width : (n + 1) * width]
                 found[topic_id] = (counts[:-1], counts[-1])
-        return found, store_total
+        return found
 
     async def count_matches(self, *, topic_id: int | None = None, fts: str | None = None) -> int:
         if topic_id is not None:

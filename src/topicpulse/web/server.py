@@ -20,7 +20,7 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from topicpulse import arxiv, throttle
+from topicpulse import arxiv, deeplinks, throttle
 from topicpulse.chats import UserError, check_argument, clean_text, share_query
 from topicpulse.models import parse_iso, utcnow
 from topicpulse.store import Store
@@ -83,7 +83,7 @@ class WebContext:
         """The Telegram deep link that starts the bot with ``payload`` (None: no bot known)."""
         if not self.bot_username:
             return None
-        return f"https://t.me/{self.bot_username}?start={payload}"
+        return deeplinks.link(self.bot_username, payload)
 
 
 _CONTEXT = web.AppKey("topicpulse", WebContext)
@@ -177,7 +177,7 @@ async def topic(request: web.Request) -> web.Response:
     )
     if _wants_json(request):
         return web.json_response(page.to_json())
-    follow = tp.follow_link("follow_" + found.slug.replace("-", "_"))
+    follow = tp.follow_link(deeplinks.topic_payload(found.slug))
     return _html("topic.html", page=page, follow=follow)
 
 
@@ -191,7 +191,9 @@ async def query_page(request: web.Request) -> web.Response:
         return web.json_response(page.to_json())
     # The link carries a code this server issued for the query; the bot shows the query and
     # asks for a tap before following it.
-    follow = tp.follow_link(f"q_{await share_query(tp.store, text)}") if tp.bot_username else None
+    follow = None
+    if tp.bot_username:
+        follow = tp.follow_link(deeplinks.query_payload(await share_query(tp.store, text)))
     return _html("topic.html", page=page, follow=follow)
 
 
