@@ -26,6 +26,7 @@ from typing import Any
 import aiosqlite
 
 from topicpulse.models import iso, utcnow
+from topicpulse.store.readers import ReaderPool
 
 log = logging.getLogger(__name__)
 
@@ -110,10 +111,7 @@ class Database:
         self, writer: aiosqlite.Connection, readers: Sequence[aiosqlite.Connection], path: str
     ) -> None:
         self._conn = writer  # the writer; also reads inside a write transaction
-        self._readers: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()  # anyone's
-        self._reserved: asyncio.Queue[aiosqlite.Connection] = asyncio.Queue()  # users' only
-        self._all_readers: list[aiosqlite.Connection] = []
-        self._add_readers(readers)
+        self._readers = ReaderPool(readers, RESERVED)
         self.path = path
         self._write_lock = asyncio.Lock()
         self.clock: Callable[[], datetime] = utcnow  # the time written into rows
@@ -150,7 +148,7 @@ class Database:
                 target = read_only_uri(path)
                 for _ in range(readers):
                     opened.append(await _connect(target, uri=True))
-            store._add_readers(opened)
+            store._readers = ReaderPool(opened, RESERVED)
         except BaseException:
             # Not a database, or a failed migration: close, or aiosqlite's (non-daemon) worker
             # threads keep the process alive after the error is reported.
@@ -159,18 +157,12 @@ class Database:
             raise
         return store
 
-    def _add_readers(self, readers: Sequence[aiosqlite.Connection]) -> None:
-        for n, reader in enumerate(readers):
-            reserved = n < RESERVED and len(readers) > RESERVED
-            (self._reserved if reserved else self._readers).put_nowait(reader)
-            self._all_readers.append(reader)
-
     def file_backed(self) -> bool:
         """Whether other connections and processes can open this database (not ``:memory:``)."""
         return self.path != ":memory:"
 
     async def close(self) -> None:
-        for reader in self._all_readers:
+        for reader in self._readers.connections:
             await reader.close()
         await self._conn.close()
 
@@ -200,17 +192,14 @@ class Database:
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
         """A read-only connection for a moment: it sees the last committed state."""
-        if not self._all_readers:
+        if not self._readers:
             yield self._conn
             return
-        queue = self._readers
-        if _INTERACTIVE.get() and queue.empty() and not self._reserved.empty():
-            queue = self._reserved
-        conn = await queue.get()
+        loan = await self._readers.borrow(interactive=_INTERACTIVE.get())
         try:
-            yield conn
+            yield loan.conn
         finally:
-            queue.put_nowait(conn)
+            self._readers.give_back(loan)
 
     # A read is one trip to the reader's thread (execute and fetch together): while a round
     # keeps other threads busy, every trip back to the event loop waits for the GIL.
