@@ -40,7 +40,7 @@ class UnknownTopic(LookupError):
 _SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 # Curated queries are written once and measured (evaluation/), not typed in a chat: they may be
 # longer than a user's query, within what FTS5 parses comfortably.
-CATALOGUE_QUERY_LENGTH = 1_000
+CATALOGUE_QUERY_LENGTH = 1_500
 
 
 def load_catalogue(path: Path | None = None) -> list[CatalogueEntry]:
