@@ -16,6 +16,7 @@ labelling. Written:
     .venv/bin/python evaluation/sample.py [--per-stratum 60] [--seed 2026]
     .venv/bin/python evaluation/sample.py --attach   # after labelling: add stratum and split
     .venv/bin/python evaluation/sample.py --more 40  # a further draw, disjoint from the labels
+    .venv/bin/python evaluation/sample.py --more 400 --topic rl-for-language-models
     .venv/bin/python evaluation/sample.py --attach-more
 
 Labellers write ``evaluation/labels/<slug>.jsonl`` ({arxiv_id, topic, label, reason}) without
@@ -120,6 +121,7 @@ async def main() -> int:
     parser.add_argument("--attach", action="store_true", help="add strata and splits to labels")
     parser.add_argument("--more", type=int, metavar="K", help="draw K more per stratum")
     parser.add_argument("--attach-more", action="store_true", help="append a further draw's labels")
+    parser.add_argument("--topic", help="with --more: draw for this topic only")
     args = parser.parse_args()
     if args.attach:
         return attach()
@@ -134,6 +136,8 @@ async def main() -> int:
     async with listings_store() as store:
         papers = {p.arxiv_id: p for p in await store.papers_after(0)}
         for slug, vocab in vocabulary().items():
+            if args.more and args.topic and slug != args.topic:
+                continue
             matched, near = await strata(store, slug, frozen[slug], vocab)
             sizes[slug] = {"matches": len(matched), "near_misses": len(near)}
             stem = slug
