@@ -203,7 +203,8 @@ def child_main() -> int:
         [(Ingestor, "poll")],
         timed("ingest", lambda r: {"new": r[0].new, "requests": r[0].requests}),
     )
-    patch([(ChildStore, "upsert_papers")], timed("upsert"))
+    # storing a round's papers: parsed and stored in a worker process (or here, by the store)
+    patch([(Ingestor, "_store")], timed("upsert"))
     patch(
         [(botapp, "match_new_papers"), (matching, "match_new_papers")],
         timed(
@@ -805,6 +806,7 @@ STEP_NAMES = {
     "upsert": "upsert",
     "match": "match",
     "match_stored": "match in memory",
+    "match_and_record": "match+record in a worker",
     "record": "record matches",
     "spikes": "spikes",
 }
@@ -964,6 +966,7 @@ PROFILE_WORK = (  # the outermost frame of a job → what it is
     ("render_chart ", "chart rendering"),
     ("match_stored ", "matching"),
     ("upsert_papers ", "store upsert"),
+    ("store_feeds ", "store upsert"),
     ("record_matches ", "recording matches"),
     ("detect_spikes ", "spike detection"),
     ("run_once ", "delivery"),
@@ -1177,13 +1180,13 @@ async def main(args: argparse.Namespace) -> int:
     for info in rounds:
         steps = info.steps
         fetch = steps.get("ingest", 0) - steps.get("upsert", 0)
-        match_mem = steps.get("match_stored", 0)
-        record = steps.get("record", 0)
+        match_mem = steps.get("match_stored", 0) + steps.get("match_and_record", 0)
+        record = steps.get("record", 0)  # 0 when the worker records
         duration = info.end - info.start
         print(
             f"round {info.index}: {duration:.2f} s = ingest {steps.get('ingest', 0):.2f} s "
-            f"(arXiv fetch+parse {fetch:.2f}, store upsert {steps.get('upsert', 0):.2f}) + match "
-            f"{steps.get('match', 0):.2f} s (in memory, worker thread {match_mem:.2f}; record "
+            f"(arXiv fetch+check {fetch:.2f}, parse+store {steps.get('upsert', 0):.2f}) + match "
+            f"{steps.get('match', 0):.2f} s (in the worker {match_mem:.2f}; recorded here "
             f"{record:.2f}) + spikes {steps.get('spikes', 0):.2f} s; bot CPU "
             f"{info.cpu / duration * 100:.0f}% of a core"
         )

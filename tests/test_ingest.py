@@ -87,20 +87,37 @@ def make_ingestor(
     *,
     page_size: int = 100,
     overlap_days: float = 7,
+    elsewhere: bool = False,
 ) -> Ingestor:
     return Ingestor(
         store, client, categories, page_size=page_size, overlap_days=overlap_days,
-        clock=lambda: NOW,
+        clock=lambda: NOW, store_elsewhere=elsewhere,
     )  # fmt: skip
 
 
+# The bot parses and stores a round's pages in a worker process: the tests marked with this run
+# both ways and must see the same store.
+BOTH_WAYS = pytest.mark.parametrize("elsewhere", [False, True], ids=["here", "in-a-worker"])
+
+
 # ---------------------------------------------------------------------------------- paging
+@BOTH_WAYS
 async def test_poll_pages_through_every_paper_once(
-    store: Store, client: ArxivClient, fake: FakeArxiv
+    store: Store,
+    client: ArxivClient,
+    fake: FakeArxiv,
+    elsewhere: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     papers = papers_in_window(50)
     fake.replace(papers)
-    stats, result = await make_ingestor(store, client, page_size=7).poll()
+    if elsewhere:  # the worker stores them: this process never does
+
+        async def here(*args: object, **kwargs: object) -> None:
+            raise AssertionError("stored in the bot's process")
+
+        monkeypatch.setattr(Store, "upsert_papers", here)
+    stats, result = await make_ingestor(store, client, page_size=7, elsewhere=elsewhere).poll()
 
     assert (stats.ok, stats.new, stats.updated, stats.requests) == (True, 50, 0, 8)
     assert sorted(stored(store)) == sorted(p.arxiv_id for p in papers)
@@ -133,14 +150,15 @@ async def test_paging_stops_at_arxivs_result_cap(
     assert (stats.ok, stats.new, stats.requests) == (True, 21, 3)
 
 
+@BOTH_WAYS
 async def test_poll_stops_paging_past_the_overlap_window(
-    store: Store, client: ArxivClient, fake: FakeArxiv
+    store: Store, client: ArxivClient, fake: FakeArxiv, elsewhere: bool
 ) -> None:
     recent = papers_in_window(10, days=6)
     old = [make_paper(f"2604.{i:05d}", ago(8 + i)) for i in range(30)]
-    elsewhere = make_paper("2605.99999", ago(1), categories=("math.AG",))
-    fake.replace([*recent, *old, elsewhere])
-    stats, _ = await make_ingestor(store, client, page_size=5).poll()
+    other_field = make_paper("2605.99999", ago(1), categories=("math.AG",))
+    fake.replace([*recent, *old, other_field])
+    stats, _ = await make_ingestor(store, client, page_size=5, elsewhere=elsewhere).poll()
 
     # Pages of 5, newest first: two pages of recent papers, the third reaches the old ones.
     assert stats.requests == 3 and [r.params["start"] for r in fake.requests] == ["0", "5", "10"]
@@ -246,11 +264,12 @@ async def test_a_backfill_stops_when_arxiv_seems_down(
 
 
 # ---------------------------------------------------------------------------------- overlap
+@BOTH_WAYS
 async def test_overlap_window_catches_a_late_announced_paper(
-    store: Store, client: ArxivClient, fake: FakeArxiv
+    store: Store, client: ArxivClient, fake: FakeArxiv, elsewhere: bool
 ) -> None:
     fake.replace([make_paper("2605.00001", ago(1)), make_paper("2605.00002", ago(2))])
-    ingestor = make_ingestor(store, client)
+    ingestor = make_ingestor(store, client, elsewhere=elsewhere)
     first, _ = await ingestor.poll()
     assert first.new == 2
 
@@ -266,12 +285,13 @@ async def test_overlap_window_catches_a_late_announced_paper(
 
 
 # ---------------------------------------------------------------------------------- versions
+@BOTH_WAYS
 async def test_new_version_updates_the_stored_row(
-    store: Store, client: ArxivClient, fake: FakeArxiv
+    store: Store, client: ArxivClient, fake: FakeArxiv, elsewhere: bool
 ) -> None:
     v1 = make_paper("2605.00042", ago(2), title="Original title")
     fake.replace([v1, make_paper("2605.00043", ago(1))])
-    ingestor = make_ingestor(store, client)
+    ingestor = make_ingestor(store, client, elsewhere=elsewhere)
     await ingestor.poll()
     before = await store.get_paper("2605.00042")
     assert before is not None and (before.version, before.title) == (1, "Original title")
@@ -293,12 +313,15 @@ async def test_new_version_updates_the_stored_row(
     assert again is not None and (again.version, again.title) == (2, "Revised title")
 
 
+@BOTH_WAYS
 async def test_cross_listed_paper_is_stored_once(
-    store: Store, client: ArxivClient, fake: FakeArxiv
+    store: Store, client: ArxivClient, fake: FakeArxiv, elsewhere: bool
 ) -> None:
     cross = make_paper("2605.00007", ago(2), categories=("cs.LG", "stat.ML", "cs.CL"))
     fake.replace([cross, make_paper("2605.00008", ago(1), categories=("cs.CL",))])
-    ingestor = make_ingestor(store, client)  # asks for cs.CL and cs.LG: both match `cross`
+    ingestor = make_ingestor(
+        store, client, elsewhere=elsewhere
+    )  # asks for cs.CL and cs.LG: both match `cross`
     poll, _ = await ingestor.poll()
     backfill, _ = await ingestor.backfill(1)
     only_cl, _ = await make_ingestor(store, client, ["cs.CL"]).poll()
@@ -389,12 +412,13 @@ async def test_empty_pages_that_persist_fail_the_round(
     [truncated(), html_page(), api_error("internal error", status=200)],
     ids=["truncated-xml", "html-page", "api-error-feed"],
 )
+@BOTH_WAYS
 async def test_broken_page_mid_paging_stores_nothing_of_the_round(
-    store: Store, client: ArxivClient, fake: FakeArxiv, fault: object
+    store: Store, client: ArxivClient, fake: FakeArxiv, fault: object, elsewhere: bool
 ) -> None:
     fake.replace(papers_in_window(20))
     fake.script(ok(), fault)  # type: ignore[arg-type]
-    stats, _ = await make_ingestor(store, client, page_size=7).poll()
+    stats, _ = await make_ingestor(store, client, page_size=7, elsewhere=elsewhere).poll()
 
     assert (stats.ok, stats.errors, stats.new, stats.requests) == (False, 1, 0, 2)
     assert await store.count_papers() == 0  # not even the 7 papers of the good first page

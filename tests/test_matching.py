@@ -166,6 +166,32 @@ async def test_round_in_several_batches_equals_one_batch(store: Store, spy: Spy)
     assert sorted(await _pending(store, 1)) == expected
 
 
+async def test_the_bots_worker_process_matches_and_records_the_same(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the bot (``in_process``) a worker process matches a batch and records it through a
+    connection of its own: the store ends up exactly as when this process does it."""
+    alpha = await custom_topic(store, "alpha")
+    await _follow(store, 1, alpha)
+    await store.upsert_papers([_paper(n, "alpha" if n % 3 else "beta") for n in range(1, 11)])
+    expected = [f"2605.{n:05d}" for n in range(1, 11) if n % 3]
+
+    async def here(*args: object, **kwargs: object) -> int:
+        raise AssertionError("recorded in this process")
+
+    monkeypatch.setattr(Store, "record_matches", here)
+
+    result = await match_new_papers(store, batch_papers=4, in_process=True)
+
+    assert (result.papers, result.matches, result.alerts_queued) == (10, 7, 7)
+    assert await _topic_papers(store, alpha) == expected
+    assert sorted(await _pending(store, 1)) == expected
+    ids = await _ids(store, "2605.00010")
+    assert (await _reload(store, alpha)).matched_through == ids[0]
+    again = await match_new_papers(store, in_process=True)
+    assert (again.papers, again.matches, again.alerts_queued) == (0, 0, 0)
+
+
 async def test_round_without_live_topics_does_nothing(store: Store, spy: Spy) -> None:
     await custom_topic(store, "alpha")  # no follower: not live
     await store.upsert_papers([_paper(1, "alpha")])

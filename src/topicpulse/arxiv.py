@@ -58,6 +58,10 @@ class FeedPage:
     papers: list[Paper] = field(default_factory=list)
     entries: int = 0  # entries in the response, including ones skipped as unusable
     skipped: int = 0
+    oldest_published: str = ""  # of the usable entries ("" when none)
+    # The response body, when its papers are left to be parsed where they are stored (``papers``
+    # is then empty): a round's papers never have to cross to the bot's process and back.
+    body: bytes = b""
 
 
 # What a user may type for a paper: an id ("2605.01234", "arXiv:2605.01234v2",
@@ -170,8 +174,9 @@ def parse_entry(entry: ET.Element) -> Paper | None:
     )
 
 
-def parse_feed(data: bytes) -> FeedPage:
-    """Parse an arXiv API response body; raise ``FeedError`` unless it is a complete feed."""
+def parse_feed(data: bytes, keep_papers: bool = True) -> FeedPage:
+    """Parse an arXiv API response body; raise ``FeedError`` unless it is a complete feed.
+    Without ``keep_papers``, only the page's counts and dates are returned."""
     try:
         root = ET.fromstring(data)
     except ET.ParseError as exc:  # truncated, empty, or not XML at all
@@ -196,8 +201,11 @@ def parse_feed(data: bytes) -> FeedPage:
         paper = parse_entry(entry)
         if paper is None:
             page.skipped += 1
-        else:
+            continue
+        if keep_papers:
             page.papers.append(paper)
+        if not page.oldest_published or paper.published < page.oldest_published:
+            page.oldest_published = paper.published
     return page
 
 
@@ -297,8 +305,9 @@ class ArxivClient:
             finally:
                 self._last_end = time.monotonic()
 
-    async def fetch(self, params: dict[str, str | int]) -> FeedPage:
-        """GET with retries on 5xx/timeouts/connection errors, then parse the feed."""
+    async def fetch(self, params: dict[str, str | int], *, keep_papers: bool = True) -> FeedPage:
+        """GET with retries on 5xx/timeouts/connection errors, then parse the feed (without
+        ``keep_papers``: only check it and count it, and keep its ``body``)."""
         problem = ""
         for attempt in range(self.retries + 1):
             wait = self.backoff * 2**attempt
@@ -308,7 +317,10 @@ class ArxivClient:
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if response.status_code == 200:
-                    return await offload.run(parse_feed, response.content)
+                    page = await offload.run(parse_feed, response.content, keep_papers)
+                    if not keep_papers:
+                        page.body = response.content
+                    return page
                 problem = f"HTTP {response.status_code}"
                 if response.status_code < 500 and response.status_code != 429:
                     # arXiv explains a rejected query in an error feed; keep its words.
@@ -335,6 +347,7 @@ class ArxivClient:
         max_results: int,
         sort_by: str = "submittedDate",
         sort_order: str = "descending",
+        keep_papers: bool = True,
     ) -> FeedPage:
         return await self.fetch(
             {
@@ -343,5 +356,6 @@ class ArxivClient:
                 "max_results": max_results,
                 "sortBy": sort_by,
                 "sortOrder": sort_order,
-            }
+            },
+            keep_papers=keep_papers,
         )

@@ -9,6 +9,11 @@ window (default 7 days). Re-reading that window every round catches papers annou
 (held in moderation, submitted before papers we already stored); the store dedupes them.
 Backfill: one date-ranged query per day, oldest day first, each day recorded as done in the
 same transaction as its papers, so an interrupted backfill resumes where it stopped.
+
+In the bot (``store_elsewhere``), a round's pages are parsed and stored by a worker process
+(``offload``) with its own connection to the database file: the bot's process only checks and
+counts each page as it arrives, so its event loop never builds thousands of rows while users
+wait for replies (bench/bench_replies.py).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from topicpulse import offload
 from topicpulse.arxiv import (
     ArxivClient,
     ArxivUnavailable,
@@ -55,18 +61,19 @@ async def _fetch_all(
     page_size: int,
     sort_order: str,
     stop_before: str | None = None,
-) -> list[Paper]:
+    keep_papers: bool = True,
+) -> list[FeedPage]:
     """Page through one query. With ``stop_before`` (ISO time), stop once a page reaches
     papers first published before it (the query must be sorted newest first)."""
-    papers: list[Paper] = []
+    pages: list[FeedPage] = []
     start = 0
     while True:
-        page = await _fetch_page(client, query, start, page_size, sort_order)
-        papers.extend(page.papers)
+        page = await _fetch_page(client, query, start, page_size, sort_order, keep_papers)
+        pages.append(page)
         start += page.entries
         if page.entries == 0 or start >= page.total_results:
             break
-        if stop_before and page.papers and min(p.published for p in page.papers) < stop_before:
+        if stop_before and page.oldest_published and page.oldest_published < stop_before:
             break
         if start >= MAX_RESULTS_PER_QUERY:
             log.warning(
@@ -74,15 +81,17 @@ async def _fetch_all(
                 query, page.total_results, MAX_RESULTS_PER_QUERY,
             )  # fmt: skip
             break
-    return papers
+    return pages
 
 
 async def _fetch_page(
-    client: ArxivClient, query: str, start: int, page_size: int, sort_order: str
+    client: ArxivClient, query: str, start: int, page_size: int, sort_order: str, keep: bool
 ) -> FeedPage:
     """One page; an empty page while totalResults says there is more is asked for again."""
     for attempt in range(EMPTY_PAGE_RETRIES + 1):
-        page = await client.search(query, start=start, max_results=page_size, sort_order=sort_order)
+        page = await client.search(
+            query, start=start, max_results=page_size, sort_order=sort_order, keep_papers=keep
+        )
         if page.entries > 0 or start >= page.total_results:
             return page
         log.warning(
@@ -106,8 +115,11 @@ class Ingestor:
         page_size: int = 1000,
         overlap_days: float = 7,
         clock: Callable[[], datetime] = utcnow,
+        store_elsewhere: bool = False,
     ) -> None:
         self.store = store
+        # Parse and store each round's pages in a worker process (when the store is a file).
+        self.store_elsewhere = store_elsewhere
         self.client = client
         self.categories = list(categories)
         self.page_size = page_size
@@ -123,6 +135,7 @@ class Ingestor:
         *,
         clock: Callable[[], datetime] = utcnow,
         backoff: float = 5.0,
+        store_elsewhere: bool = False,
     ) -> Ingestor:
         """An ingestor with its own arXiv client, configured from the settings (close it with
         ``await ingestor.client.aclose()``)."""
@@ -140,6 +153,7 @@ class Ingestor:
             page_size=settings.arxiv_page_size,
             overlap_days=settings.overlap_days,
             clock=clock,
+            store_elsewhere=store_elsewhere,
         )
 
     @property
@@ -154,8 +168,8 @@ class Ingestor:
             return await self._round(
                 "poll",
                 lambda: _fetch_all(
-                    self.client, query, page_size=self.page_size,
-                    sort_order="descending", stop_before=cutoff,
+                    self.client, query, page_size=self.page_size, sort_order="descending",
+                    stop_before=cutoff, keep_papers=not self._elsewhere,
                 ),
             )  # fmt: skip
 
@@ -215,16 +229,30 @@ class Ingestor:
                     break
             return total, new_ids
 
-    async def _fetch_day(self, day: date) -> list[Paper]:
+    @property
+    def _elsewhere(self) -> bool:
+        return self.store_elsewhere and self.store.file_backed()
+
+    async def _fetch_day(self, day: date) -> list[FeedPage]:
         query = date_range_query(self.categories, day, day)
         return await _fetch_all(
-            self.client, query, page_size=self.page_size, sort_order="ascending"
-        )
+            self.client, query, page_size=self.page_size, sort_order="ascending",
+            keep_papers=not self._elsewhere,
+        )  # fmt: skip
+
+    async def _store(self, pages: list[FeedPage], window: BackfillWindow | None) -> UpsertResult:
+        """Store a round's papers: here, or parsed and stored by a worker process."""
+        if any(page.body for page in pages):
+            bodies = [page.body for page in pages]
+            now = self.store.clock()
+            return await offload.run(store_feeds, self.store.path, bodies, window, now)
+        papers = [paper for page in pages for paper in page.papers]
+        return await self.store.upsert_papers(papers, window=window)
 
     async def _round(
         self,
         kind: str,
-        fetch: Callable[[], Awaitable[list[Paper]]],
+        fetch: Callable[[], Awaitable[list[FeedPage]]],
         *,
         window: BackfillWindow | None = None,
     ) -> tuple[RunStats, UpsertResult]:
@@ -237,8 +265,7 @@ class Ingestor:
         # using the same client at the same time.
         with self.client.count_requests() as sent:
             try:
-                papers = await fetch()
-                result = await self.store.upsert_papers(papers, window=window)
+                result = await self._store(await fetch(), window)
                 stats.new, stats.updated = result.new, result.updated
             except (ArxivUnavailable, FeedError, RoundFailed) as exc:
                 stats.ok, stats.errors, stats.message = False, 1, str(exc)
@@ -261,6 +288,20 @@ class Ingestor:
                 kind, stats.requests, stats.new, stats.updated, stats.duration_s,
             )  # fmt: skip
         return stats, result
+
+
+def store_feeds(
+    path: str, bodies: list[bytes], window: BackfillWindow | None, now: datetime
+) -> UpsertResult:
+    """In a worker process: parse a round's pages and store their papers (one transaction),
+    through a connection of this process's own; ``now`` is the store's time for the rows."""
+    papers = [paper for body in bodies for paper in parse_feed(body).papers]
+
+    async def upsert() -> UpsertResult:
+        async with await Store.open(path, migrate=False, readers=0, clock=lambda: now) as store:
+            return await store.upsert_papers(papers, window=window)
+
+    return asyncio.run(upsert())
 
 
 # ---------------------------------------------------------------------------------- import

@@ -5,8 +5,9 @@ topic's query runs over that small index (each distinct term once, see ``match_b
 round's cost grows with new papers and topics — never with more users. The work runs off the
 event loop, in a worker process (or thread) that reads the batch from the database file itself.
 The matches and the alerts they cause are recorded in one transaction (see
-``Store.record_matches``); papers first published more than ``ALERT_MAX_AGE`` ago are matched
-but never alerted.
+``Store.record_matches``) — in the bot, by that same worker process, so thousands of match and
+outbox rows never cross to the bot's process; papers first published more than
+``ALERT_MAX_AGE`` ago are matched but never alerted.
 """
 
 from __future__ import annotations
@@ -132,6 +133,33 @@ def match_stored(
     return len(rows), through, match_batch(rows, pending)
 
 
+def match_and_record(
+    path: str,
+    after: int,
+    limit: int,
+    topics: list[Topic],
+    alert_published_since: str | None,
+    now: datetime,
+) -> tuple[int, int, int, int]:
+    """In a worker process: ``match_stored``, then record the matches and queue their alerts
+    through a connection of its own (``now``: the store's time for the rows). Returns (papers
+    read, the last one's row id, matches, alerts queued)."""
+    count, through, matches = match_stored(path, after, limit, topics)
+    if not count:
+        return 0, after, 0, 0
+
+    async def record() -> int:
+        async with await Store.open(path, migrate=False, readers=0, clock=lambda: now) as store:
+            return await store.record_matches(
+                matches,
+                batch_after=after,
+                batch_through=through,
+                alert_published_since=alert_published_since,
+            )
+
+    return count, through, sum(map(len, matches.values())), asyncio.run(record())
+
+
 _PARSED: dict[str, ql.Node] = {}  # stored query → AST, kept across rounds
 _MAX_PARSED = 200_000
 
@@ -146,13 +174,11 @@ def _parsed(query: str) -> ql.Node:
 
 
 async def _match_next(
-    store: Store, after: int, limit: int, topics: list[Topic], *, in_process: bool
+    store: Store, after: int, limit: int, topics: list[Topic]
 ) -> tuple[int, int, dict[int, list[int]]]:
-    """Match the next batch: read and matched in the worker when the store is a file (nothing
-    but topics and ids crosses to it), else read here and matched in a thread."""
+    """Match the next batch in a thread: read there when the store is a file (nothing but
+    topics and ids crosses to it), else read here."""
     if store.file_backed():
-        if in_process:
-            return await offload.run(match_stored, store.path, after, limit, topics)
         return await asyncio.to_thread(match_stored, store.path, after, limit, topics)
     papers = await store.papers_after(after, limit=limit)
     if not papers:
@@ -173,8 +199,9 @@ async def match_new_papers(
     """Match every live topic against the papers it has not seen yet; queue the alerts (for
     papers first published within ``ALERT_MAX_AGE`` of ``clock()``, unless ``alerts`` is off).
 
-    The matching itself runs in a worker thread, or with ``in_process`` in the worker process
-    (``offload``): the bot does that, so its event loop never competes with it for the GIL."""
+    The matching itself runs in a worker thread, or with ``in_process`` (and a store in a file)
+    in the worker process (``offload``), which also records the matches: the bot does that, so
+    its event loop never competes with that work for the GIL."""
     started = time.monotonic()
     result = MatchRound()
     topics = await store.live_topics()
@@ -191,20 +218,26 @@ async def match_new_papers(
     if lagging:
         topics = await store.live_topics()
     after = min(t.matched_through for t in topics)
+    since = iso(clock() - ALERT_MAX_AGE) if alerts else None
     while after < through:
-        count, batch_through, matches = await _match_next(
-            store, after, batch_papers, topics, in_process=in_process
-        )
+        if in_process and store.file_backed():  # matched and recorded by the worker
+            count, batch_through, matched, queued = await offload.run(
+                match_and_record, store.path, after, batch_papers, topics, since, store.clock()
+            )
+        else:
+            count, batch_through, matches = await _match_next(store, after, batch_papers, topics)
+            matched = sum(len(ids) for ids in matches.values())
+            queued = await store.record_matches(
+                matches,
+                batch_after=after,
+                batch_through=batch_through,
+                alert_published_since=since,
+            ) if count else 0  # fmt: skip
         if not count:
             break
-        result.alerts_queued += await store.record_matches(
-            matches,
-            batch_after=after,
-            batch_through=batch_through,
-            alert_published_since=iso(clock() - ALERT_MAX_AGE) if alerts else None,
-        )
+        result.alerts_queued += queued
         result.papers += count
-        result.matches += sum(len(ids) for ids in matches.values())
+        result.matches += matched
         after = batch_through
     result.seconds = time.monotonic() - started
     if result.papers:

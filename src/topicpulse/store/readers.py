@@ -53,7 +53,7 @@ class ReaderPool:
         except asyncio.CancelledError:
             if turn.done() and not turn.cancelled():  # handed over just as we were cancelled
                 self.give_back(turn.result())
-            else:
+            elif turn in line:  # (a hand-over may already have skipped and dropped it)
                 line.remove(turn)
             raise
 
