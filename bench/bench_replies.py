@@ -223,11 +223,15 @@ def child_main() -> int:
     def timed_offload(run: Any) -> Any:
         async def wrapper(fn: Any, *args: Any) -> Any:
             started = time.monotonic()
+            facts: dict[str, Any] = {}
+            name = getattr(fn, "__name__", "offload")
             try:
-                return await run(fn, *args)
+                result = await run(fn, *args)
+                if name == "detect_spikes_in":  # the round's spike step, run by the worker
+                    name, facts = "spikes", {"opened": len(result)}
+                return result
             finally:
-                name = getattr(fn, "__name__", "offload")
-                emit(f"{name}_end", t_start=started, seconds=time.monotonic() - started)
+                emit(f"{name}_end", t_start=started, seconds=time.monotonic() - started, **facts)
 
         return wrapper
 
@@ -969,6 +973,7 @@ PROFILE_WORK = (  # the outermost frame of a job → what it is
     ("store_feeds ", "store upsert"),
     ("record_matches ", "recording matches"),
     ("detect_spikes ", "spike detection"),
+    ("detect_spikes_in ", "spike detection"),
     ("run_once ", "delivery"),
 )
 

@@ -266,6 +266,19 @@ async def detect_spikes(
     return opened
 
 
+def detect_spikes_in(path: str, now: datetime, thresholds: SpikeThresholds) -> list[int]:
+    """``detect_spikes`` for every followed topic, run in a worker process through a connection
+    of its own to the database file (the bot does this: hundreds of topics' windows are then
+    assembled off its event loop)."""
+
+    async def detect() -> list[int]:
+        async with await Store.open(path, migrate=False, readers=0, clock=lambda: now) as store:
+            topics = await store.followed_topics()
+            return await detect_spikes(store, topics, now=now, thresholds=thresholds)
+
+    return asyncio.run(detect())
+
+
 def rising_first(m: Momentum) -> tuple[float, int]:
     """Sort key (with ``reverse=True``) for a chat's or the catalogue's topics: the biggest
     change first, topics with no papers before at the bottom, ties by volume."""
