@@ -23,7 +23,10 @@ enforced, NO added latency), served by this process, and to the fake arXiv
 (``tests/fake_arxiv.py``: the last 10 days, and from each round on that round's papers),
 served by a process of its own (``_support.ArxivProcess``: arXiv is not on the bot's machine,
 and the ~70 ms a page takes the fake to render would otherwise stall the fake Bot API that
-times the replies — until 2026-12-01 it did, and busy replies looked slower). The poll job is
+times the replies — until 2026-12-01 it did, and busy replies looked slower), at the lowest CPU
+priority (``--arxiv-nice``, 19: it gets only the CPU the bot leaves idle; on a 2-core machine a
+fake arXiv rendering pages at the bot's priority takes a core from it, which the real one,
+being elsewhere, does not). The poll job is
 pushed out of the way; SIGUSR1 starts a round, ``Pipeline.poll_round()`` — what the poll job
 runs: re-read the overlap window (4–6 pages of 1,000), store, match against every live topic,
 detect spikes, wake the delivery. The child only adds probes, stamped with ``time.monotonic()``
@@ -54,7 +57,7 @@ drain), not on a missed target. The machine's load average is printed: other wor
     .venv/bin/python bench/bench_replies.py --verbose      # + slowest commands, reads, stacks
     .venv/bin/python bench/bench_replies.py --profile      # + py-spy: who holds the GIL
     .venv/bin/python bench/bench_replies.py --switch-interval 0.001   # an experiment
-    .venv/bin/python bench/bench_replies.py --arxiv-nice 19           # another
+    .venv/bin/python bench/bench_replies.py --arxiv-nice 0            # arXiv competing for CPU
 """
 
 from __future__ import annotations
@@ -1369,9 +1372,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--arxiv-nice",
         type=int,
-        default=0,
-        help="experiment: run the fake arXiv at this CPU niceness (19: only on CPU the bot"
-        " leaves idle, closer to arXiv being another machine)",
+        default=19,
+        help="the fake arXiv's CPU niceness: 19 (the default) gives it only CPU the bot leaves"
+        " idle, as when arXiv is another machine; 0 makes it compete with the bot",
     )
     parser.add_argument(
         "--light",
