@@ -6,9 +6,10 @@ cross-validation on the tune split, maximising the lower of precision and recall
 "(query AND score >= t1) OR score >= t2" (t2 > 1: a filter on the query only); scored once on
 the held-out test split against the query alone, with the stratified estimator.
 
-Result on 2026-12-01 for rl-for-language-models (509 tune labels, 518 held out): held out, the
-query 0.82 / 0.88; the layer 0.83-0.84 / 0.84-0.86 over 12 settings (word 1-2-grams or words,
-C in 1/4/16, class-balanced or stratum weights). It does not beat the query. Needs
+Result on 2026-12-01 for rl-for-language-models (509 tune labels, 518 held out): held out,
+the query (as of commit 3268967) 0.82 / 0.88; the layer 0.83-0.84 / 0.84-0.86 over 12 settings
+(word 1-2-grams or words, C in 1/4/16, class-balanced or stratum weights). It does not beat
+the query. Needs
 scikit-learn (`pip install scikit-learn`), which the project does not depend on.
 
     .venv/bin/python evaluation/experiments/relevance_tfidf.py [slug]
