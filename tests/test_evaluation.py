@@ -33,7 +33,7 @@ FLOORS: dict[str, tuple[float, float]] = {
     "reward-modeling": (0.83, 0.84),
     "llm-alignment": (0.61, 0.54),
     "rlvr": (0.74, 0.79),
-    "rl-for-language-model-reasoning": (0.72, 0.88),
+    "rl-for-language-model-reasoning": (0.76, 0.84),
     "agentic-rl": (0.87, 0.73),
     "knowledge-distillation": (0.67, 0.79),
     "retrieval-augmented-generation": (0.69, 0.81),
