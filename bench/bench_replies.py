@@ -230,7 +230,7 @@ def child_main() -> int:
             name = getattr(fn, "__name__", "offload")
             try:
                 result = await run(fn, *args)
-                if name == "detect_spikes_in":  # the round's spike step, run by the worker
+                if name == "_detect_followed_apart":  # the round's spike step, run by the worker
                     name, facts = "spikes", {"opened": len(result)}
                 return result
             finally:
@@ -976,7 +976,7 @@ PROFILE_WORK = (  # the outermost frame of a job → what it is
     ("store_feeds ", "store upsert"),
     ("record_matches ", "recording matches"),
     ("detect_spikes ", "spike detection"),
-    ("detect_spikes_in ", "spike detection"),
+    ("_detect_followed_apart ", "spike detection"),
     ("run_once ", "delivery"),
 )
 

@@ -99,9 +99,8 @@ async def follow(
     window = [iso(now - momentum.WINDOW), iso(now)]
     label = text
     rule = None
-    make: Callable[[], Awaitable[Topic]] = functools.partial(topic_for, store, text)
-    if query_only:
-        make = functools.partial(custom_topic, store, text)
+    find = custom_topic if query_only else topic_for
+    make: Callable[[], Awaitable[Topic]] = functools.partial(find, store, text)
     word, _, rest = text.partition(" ")
     if word.casefold() == "like" and rest.strip() and not query_only:
         try:

@@ -242,7 +242,7 @@ class Ingestor:
 
     async def _store(self, pages: list[FeedPage], window: BackfillWindow | None) -> UpsertResult:
         """Store a round's papers: here, or parsed and stored by a worker process."""
-        if any(page.body for page in pages):
+        if self._elsewhere:
             bodies = [page.body for page in pages]
             now = self.store.clock()
             return await offload.run(store_feeds, self.store.path, bodies, window, now)
@@ -296,12 +296,7 @@ def store_feeds(
     """In a worker process: parse a round's pages and store their papers (one transaction),
     through a connection of this process's own; ``now`` is the store's time for the rows."""
     papers = [paper for body in bodies for paper in parse_feed(body).papers]
-
-    async def upsert() -> UpsertResult:
-        async with await Store.open(path, migrate=False, readers=0, clock=lambda: now) as store:
-            return await store.upsert_papers(papers, window=window)
-
-    return asyncio.run(upsert())
+    return Store.run_apart(path, now, lambda store: store.upsert_papers(papers, window=window))
 
 
 # ---------------------------------------------------------------------------------- import

@@ -148,16 +148,17 @@ def match_and_record(
     if not count:
         return 0, after, 0, 0
 
-    async def record() -> int:
-        async with await Store.open(path, migrate=False, readers=0, clock=lambda: now) as store:
-            return await store.record_matches(
-                matches,
-                batch_after=after,
-                batch_through=through,
-                alert_published_since=alert_published_since,
-            )
-
-    return count, through, sum(map(len, matches.values())), asyncio.run(record())
+    queued = Store.run_apart(
+        path,
+        now,
+        lambda store: store.record_matches(
+            matches,
+            batch_after=after,
+            batch_through=through,
+            alert_published_since=alert_published_since,
+        ),
+    )
+    return count, through, sum(map(len, matches.values())), queued
 
 
 _PARSED: dict[str, ql.Node] = {}  # stored query → AST, kept across rounds

@@ -12,6 +12,7 @@ import statistics
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 
+from topicpulse import offload
 from topicpulse.models import Topic, iso, parse_iso, utcnow
 from topicpulse.store import Store
 from topicpulse.wording import plural
@@ -266,17 +267,23 @@ async def detect_spikes(
     return opened
 
 
-def detect_spikes_in(path: str, now: datetime, thresholds: SpikeThresholds) -> list[int]:
-    """``detect_spikes`` for every followed topic, run in a worker process through a connection
-    of its own to the database file (the bot does this: hundreds of topics' windows are then
-    assembled off its event loop)."""
+async def detect_followed_spikes(
+    store: Store, *, now: datetime, thresholds: SpikeThresholds, in_process: bool = False
+) -> list[int]:
+    """``detect_spikes`` for every followed topic; with ``in_process`` (and a store in a file)
+    in the worker process (``offload``), through a connection of its own: the bot does that, so
+    hundreds of topics' windows are assembled off its event loop."""
+    if in_process and store.file_backed():
+        return await offload.run(_detect_followed_apart, store.path, now, thresholds)
+    return await detect_spikes(store, await store.followed_topics(), now=now, thresholds=thresholds)
 
-    async def detect() -> list[int]:
-        async with await Store.open(path, migrate=False, readers=0, clock=lambda: now) as store:
-            topics = await store.followed_topics()
-            return await detect_spikes(store, topics, now=now, thresholds=thresholds)
 
-    return asyncio.run(detect())
+def _detect_followed_apart(path: str, now: datetime, thresholds: SpikeThresholds) -> list[int]:
+    async def detect(store: Store) -> list[int]:
+        topics = await store.followed_topics()
+        return await detect_spikes(store, topics, now=now, thresholds=thresholds)
+
+    return Store.run_apart(path, now, detect)
 
 
 def rising_first(m: Momentum) -> tuple[float, int]:

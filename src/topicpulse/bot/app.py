@@ -34,7 +34,7 @@ from aiohttp import web
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
-from topicpulse import momentum, offload
+from topicpulse import momentum
 from topicpulse.bot import handlers, membership
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
@@ -104,17 +104,9 @@ class Pipeline:
         """Match what the rounds stored, detect spikes, and wake the delivery worker."""
         async with self.engine_lock:
             await match_new_papers(self.store, clock=self.clock, in_process=True)
-            if self.store.file_backed():  # in the worker process, like the matching
-                opened = await offload.run(
-                    momentum.detect_spikes_in, self.store.path, self.clock(), self.thresholds
-                )
-            else:
-                opened = await momentum.detect_spikes(
-                    self.store,
-                    await self.store.followed_topics(),
-                    now=self.clock(),
-                    thresholds=self.thresholds,
-                )
+            opened = await momentum.detect_followed_spikes(
+                self.store, now=self.clock(), thresholds=self.thresholds, in_process=True
+            )
         if opened:
             log.info("%d spike episode(s) started", len(opened))
         self.wake.set()

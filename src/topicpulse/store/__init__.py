@@ -14,6 +14,11 @@ own them and reach the store as parameters.
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import TypeVar
+
 from topicpulse.store.chats import CHAT_SETTINGS, ChatQueries, SubscriptionsFull
 from topicpulse.store.counts import CountQueries
 from topicpulse.store.database import (
@@ -42,5 +47,20 @@ __all__ = [
 ]
 
 
+T = TypeVar("T")
+
+
 class Store(PaperQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""
+
+    @classmethod
+    def run_apart(cls, path: str, now: datetime, work: Callable[[Store], Awaitable[T]]) -> T:
+        """``work`` on a store of its own at ``path``, through a connection opened here — in a
+        worker process (``offload``) or thread, never on the bot's event loop — with ``now`` as
+        the store's time for the rows it writes. The bot has migrated the database already."""
+
+        async def run() -> T:
+            async with await cls.open(path, migrate=False, readers=0, clock=lambda: now) as store:
+                return await work(store)
+
+        return asyncio.run(run())
