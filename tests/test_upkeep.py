@@ -12,7 +12,13 @@ import pytest
 
 from fake_arxiv import make_paper, ok, server_error
 from test_bot_e2e import Clock, bot_session
-from topicpulse.maintenance import OUTBOX_HORIZON, UNFOLLOWED_GRACE, run_maintenance
+from topicpulse.chats import share_query, shared_query
+from topicpulse.maintenance import (
+    OUTBOX_HORIZON,
+    SHARED_QUERY_HORIZON,
+    UNFOLLOWED_GRACE,
+    run_maintenance,
+)
 from topicpulse.matching import match_new_papers
 from topicpulse.models import RunStats, iso
 from topicpulse.store import Store
@@ -168,6 +174,36 @@ async def test_maintenance_removes_what_it_should_and_nothing_a_chat_needs(
         later = await run_maintenance(store, now=NOW + UNFOLLOWED_GRACE + timedelta(days=1))
         assert later.topics == 1
         assert {t.id for t in await store.topics(kind="custom")} == {followed.id}
+    finally:
+        await store.close()
+
+
+async def test_shared_queries_nobody_uses_are_forgotten(tmp_path: Path) -> None:
+    """Every query typed into the web page gets a follow-link code. Codes whose page nobody
+    shows and whose link nobody opens for ``SHARED_QUERY_HORIZON`` go; used ones stay."""
+    start = NOW - SHARED_QUERY_HORIZON - timedelta(days=10)
+    clock = MovableClock(start)
+    store = await Store.open(tmp_path / "shared.db", clock=clock)
+    try:
+        once = await share_query(store, "typed once")
+        shown = await share_query(store, "page shown again")
+        opened = await share_query(store, "link opened")
+        clock.now = start + timedelta(hours=12)
+        await share_query(store, "typed once")  # the same day: not a new use worth a write
+        clock.now = NOW - timedelta(days=20)
+        assert await share_query(store, "page shown again") == shown  # the same code
+        assert await shared_query(store, opened) == "link opened"
+
+        pruned = await run_maintenance(store, now=NOW)
+
+        assert pruned.shared_queries == 1
+        assert await shared_query(store, once) is None  # its link says it is not valid any more
+        assert await shared_query(store, shown) == "page shown again"
+        assert await shared_query(store, opened) == "link opened"
+        assert (await run_maintenance(store, now=NOW)).shared_queries == 0
+        clock.now = NOW
+        assert await share_query(store, "typed once") == once  # shown again: the same code
+        assert await shared_query(store, once) == "typed once"
     finally:
         await store.close()
 

@@ -25,7 +25,8 @@ every frame paper of this topic is labelled (there is no more tune data in the l
 Needs scikit-learn and, for embeddings, wordllama (``pip install scikit-learn wordllama``),
 which the project does not depend on.
 
-    .venv/bin/python evaluation/experiments/relevance_layer.py [slug] [--features tfidf|embeddings|both] [--alone]
+    .venv/bin/python evaluation/experiments/relevance_layer.py [slug] [--alone]
+        [--features tfidf|embeddings|both]
 """
 
 from __future__ import annotations

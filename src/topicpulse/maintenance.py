@@ -7,6 +7,8 @@
 - Custom topics nobody has followed for ``UNFOLLOWED_GRACE`` (the Undo button and a change of
   mind keep working for that long), with their matches.
 - Ingestion runs older than ``RUNS_HORIZON`` (the latest of each kind always stays).
+- Shared queries (the follow links of web pages) nobody has used for ``SHARED_QUERY_HORIZON``:
+  anyone can type a query into the web page, and each one gets a row.
 
 Then SQLite folds the write-ahead log back into the file and refreshes its statistics.
 """
@@ -26,6 +28,7 @@ log = logging.getLogger(__name__)
 OUTBOX_HORIZON = timedelta(days=30)
 UNFOLLOWED_GRACE = timedelta(days=7)
 RUNS_HORIZON = timedelta(days=30)
+SHARED_QUERY_HORIZON = timedelta(days=90)
 assert OUTBOX_HORIZON > 2 * ALERT_MAX_AGE  # a pruned row's paper can never be queued again
 
 
@@ -35,13 +38,15 @@ class Pruned:
     topics: int
     matches: int
     runs: int
+    shared_queries: int
     bytes_before: int
     bytes_after: int
 
     def summary(self) -> str:
         return (
             f"maintenance: removed {self.outbox_rows} settled outbox rows, {self.topics}"
-            f" unfollowed custom topics ({self.matches} matches), {self.runs} ingestion runs;"
+            f" unfollowed custom topics ({self.matches} matches), {self.runs} ingestion runs,"
+            f" {self.shared_queries} unused shared queries;"
             f" data {self.bytes_before / 1e6:.1f} MB → {self.bytes_after / 1e6:.1f} MB (freed pages"
             " are reused)"
         )
@@ -54,7 +59,9 @@ async def run_maintenance(store: Store, *, now: datetime | None = None) -> Prune
     outbox_rows = await store.prune_outbox(iso(now - OUTBOX_HORIZON))
     topics, matches = await store.prune_unfollowed_topics(iso(now - UNFOLLOWED_GRACE))
     runs = await store.prune_runs(iso(now - RUNS_HORIZON))
+    shared = await store.prune_shared_queries(iso(now - SHARED_QUERY_HORIZON))
     await store.checkpoint()
-    pruned = Pruned(outbox_rows, topics, matches, runs, before, await store.used_bytes())
+    after = await store.used_bytes()
+    pruned = Pruned(outbox_rows, topics, matches, runs, shared, before, after)
     log.info(pruned.summary())
     return pruned

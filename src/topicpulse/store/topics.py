@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from datetime import timedelta
 
 import aiosqlite
 
-from topicpulse.models import Topic
+from topicpulse.models import Topic, iso
 from topicpulse.store import rows
 from topicpulse.store.database import Database
+
+SHARED_QUERY_TOUCH = timedelta(days=1)  # how often a shared query's ``used_at`` is refreshed
 
 _ACTIVE_FOLLOWER = (
     "SELECT 1 FROM subscriptions s JOIN chats c ON c.chat_id = s.chat_id"
@@ -84,11 +87,19 @@ class TopicQueries(Database):
 
     async def share_query(self, query: str, code: str) -> str | None:
         """The code a page's follow link carries for ``query``: the one it already has, or
-        ``code`` (None when another query holds ``code``: try a longer one)."""
+        ``code`` (None when another query holds ``code``: try a longer one). Marks it used."""
+        row = await self._row("SELECT code, used_at FROM shared_queries WHERE query = ?", (query,))
+        if row is not None and not self._stale(row["used_at"]):
+            return str(row["code"])  # a page shown again today: no write
+        now = self._now()
         async with self._write() as conn:
             await conn.execute(
-                "INSERT OR IGNORE INTO shared_queries (code, query, created_at) VALUES (?, ?, ?)",
-                (code, query, self._now()),
+                "INSERT OR IGNORE INTO shared_queries (code, query, created_at, used_at)"
+                " VALUES (?, ?, ?, ?)",
+                (code, query, now, now),
+            )
+            await conn.execute(
+                "UPDATE shared_queries SET used_at = ? WHERE query = ?", (now, query)
             )
             async with conn.execute(
                 "SELECT code FROM shared_queries WHERE query = ?", (query,)
@@ -97,9 +108,20 @@ class TopicQueries(Database):
         return None if row is None else str(row["code"])
 
     async def shared_query(self, code: str) -> str | None:
-        """The query a follow link's code stands for."""
-        row = await self._row("SELECT query FROM shared_queries WHERE code = ?", (code,))
-        return None if row is None else str(row["query"])
+        """The query a follow link's code stands for. Marks it used."""
+        row = await self._row("SELECT query, used_at FROM shared_queries WHERE code = ?", (code,))
+        if row is None:
+            return None
+        if self._stale(row["used_at"]):
+            async with self._write() as conn:
+                await conn.execute(
+                    "UPDATE shared_queries SET used_at = ? WHERE code = ?", (self._now(), code)
+                )
+        return str(row["query"])
+
+    def _stale(self, used_at: str | None) -> bool:
+        """Whether a shared query's ``used_at`` is older than a day (worth writing again)."""
+        return used_at is None or used_at < iso(self.clock() - SHARED_QUERY_TOUCH)
 
     async def refresh_topic_matches(self, topic: Topic) -> None:
         """Bring the matches of a topic that is not matched every round (a custom topic no
@@ -302,3 +324,10 @@ class TopicQueries(Database):
                 matches += max(cur.rowcount, 0)
                 await conn.execute(f"DELETE FROM topics WHERE id IN ({rows.marks(chunk)})", chunk)
             return len(ids), matches
+
+    async def prune_shared_queries(self, before: str) -> int:
+        """Forget the shared queries (web page follow links) nobody has used since ``before``;
+        their links then answer that they are no longer valid."""
+        async with self._write() as conn:
+            cur = await conn.execute("DELETE FROM shared_queries WHERE used_at < ?", (before,))
+            return max(cur.rowcount, 0)
