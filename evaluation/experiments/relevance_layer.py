@@ -15,9 +15,11 @@ Results for rl-for-language-models (509 tune labels, 518 held out; held out, the
 
 - on the query, TF-IDF (2026-12-01, against 3268967's query): 0.83-0.84 / 0.84-0.86 over 12
   settings (1-2-grams or words, C in 1/4/16, class-balanced or stratum weights);
-- on the query, embeddings, or embeddings + TF-IDF (2026-12-02): 0.84-0.85 / 0.83-0.87; the
-  cross-validation nearly always picks t2 > 1 (keep the query, drop its lowest scores);
-- alone: embeddings 0.68-0.70 / 0.66-0.71, embeddings + TF-IDF 0.70-0.76 / 0.70-0.72.
+- on the query (2026-12-02, against 88e13d0's, over C in 0.25/1/4/16): TF-IDF 0.84-0.86 /
+  0.85-0.86, embeddings 0.82-0.84 / 0.84-0.87, both 0.84-0.85 / 0.83-0.86; the cross-validation
+  nearly always picks t2 > 1 (keep the query, drop its lowest scores);
+- alone: TF-IDF 0.77-0.82 / 0.69-0.81, embeddings 0.68-0.70 / 0.66-0.71, both 0.70-0.76 /
+  0.70-0.72.
 
 It does not beat the query: the query was written on the same tune labels, where it already
 reads 0.92 / 0.93, so there is little left on the tune split for a layer to learn from, and
