@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, requires_listings
 from fake_arxiv import make_paper
 from fake_llm import FakeLLM
-from fake_telegram import utf16_len, validate_telegram_html
+from telegram_html import utf16_len, validate_telegram_html
 from topicpulse import ask, formatting, llm
 from topicpulse.matching import match_new_papers
 from topicpulse.models import Paper, StoredPaper

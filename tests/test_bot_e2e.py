@@ -23,7 +23,8 @@ import pytest
 from telegram.ext import Application
 
 from fake_arxiv import FakeArxiv, Scripted, make_paper
-from fake_telegram import FakeTelegram, SentMessage, utf16_len, validate_telegram_html
+from fake_telegram import FakeTelegram, SentMessage
+from telegram_html import utf16_len, validate_telegram_html
 from topicpulse import chats
 from topicpulse.bot import common, following, handlers
 from topicpulse.bot.app import Pipeline, build_application, pipeline_of, running

@@ -28,8 +28,9 @@ import pytest
 from telegram import Bot as PTBBot
 
 from clocks import VirtualClock
-from fake_telegram import FakeTelegram, utf16_len, validate_telegram_html
+from fake_telegram import FakeTelegram
 from fanout import ARXIV_LINK, fill_outbox
+from telegram_html import utf16_len, validate_telegram_html
 from test_bot_e2e import RL, USER, bot_session, check_traffic, links, paper, seed_papers
 from test_delivery import FakeSender, check_once, pending
 from test_faults import exactly_once, sends_to, session

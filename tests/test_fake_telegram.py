@@ -40,7 +40,8 @@ from telegram.ext import (
 )
 from telegram.request import HTTPXRequest
 
-from fake_telegram import FakeTelegram, parse_telegram_html, utf16_len, validate_telegram_html
+from fake_telegram import FakeTelegram
+from telegram_html import parse_telegram_html, utf16_len, validate_telegram_html
 from waiting import wait_for
 
 # Reading RetryAfter.retry_after warns about its future timedelta type; that is PTB's business.

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fake_telegram import validate_telegram_html
+from telegram_html import validate_telegram_html
 from topicpulse.formatting import (
     MAX_CAPTION,
     MAX_MESSAGE,
