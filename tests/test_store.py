@@ -66,6 +66,23 @@ async def test_migrations_on_a_fresh_database_then_idempotent(tmp_path: Path) ->
     assert applied(path) == [(m.version, m.name) for m in expected]
 
 
+async def test_an_existing_database_keeps_its_shared_links_through_0011(tmp_path: Path) -> None:
+    """A deployed bot's follow links made before ``used_at`` existed count as used when made,
+    so the upgrade forgets none of them early."""
+    path = tmp_path / "deployed.db"
+    before = [m for m in load_migrations() if m.version <= 10]
+    async with await Store.open(path, migrate=False) as store:
+        await store.migrate(before)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "INSERT INTO shared_queries (code, query, created_at) VALUES"
+            " ('abcdefghij', 'rl for llms', '2026-11-01T00:00:00Z')"
+        )
+    async with await Store.open(path) as store:  # opening applies 0011 and later
+        assert await store.prune_shared_queries("2026-11-01T00:00:00Z") == 0
+        assert await store.prune_shared_queries("2026-11-01T00:00:01Z") == 1
+
+
 async def test_a_broken_migration_leaves_the_database_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "broken.db"
     good = Migration(1, "0001_good.sql", "CREATE TABLE good (x INTEGER);")
