@@ -8,8 +8,6 @@ from dataclasses import dataclass
 
 from topicpulse.query.syntax import COLUMNS, And, Node, Not, Or, Term, tokenize
 
-# --- pure-Python evaluation -----------------------------------------------------------------
-
 # Tried in this order: longer endings first.
 # fmt: off
 _SUFFIXES = (

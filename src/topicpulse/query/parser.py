@@ -27,8 +27,6 @@ from topicpulse.query.syntax import (
     with_field,
 )
 
-# --- lexing ---------------------------------------------------------------------------------
-
 
 @dataclass(frozen=True, slots=True)
 class _Lexeme:

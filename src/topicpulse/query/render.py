@@ -23,8 +23,6 @@ from topicpulse.query.syntax import (
 )
 from topicpulse.stemming import stem_texts
 
-# --- output ---------------------------------------------------------------------------------
-
 
 def terms(node: Node) -> Iterator[Term]:
     """Every term of a query, left to right (negated ones too)."""
