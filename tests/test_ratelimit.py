@@ -15,13 +15,11 @@ import pytest
 from telegram.error import RetryAfter
 
 from clocks import VirtualClock, settle
+from topicpulse.bot.buckets import Priority, PriorityBucket, TokenBucket
 from topicpulse.bot.ratelimit import (
     ChatCoolingDown,
     Limits,
-    Priority,
-    PriorityBucket,
     TelegramRateLimiter,
-    TokenBucket,
     _retry_after,
     paced,
     retry_seconds,

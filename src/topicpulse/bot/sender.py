@@ -32,7 +32,8 @@ from telegram.error import (
 )
 from telegram.ext import ExtBot
 
-from topicpulse.bot.ratelimit import Priority, retry_seconds
+from topicpulse.bot.buckets import Priority
+from topicpulse.bot.ratelimit import retry_seconds
 from topicpulse.delivery import (
     ChatGone,
     ChatMoved,
