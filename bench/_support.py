@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import math
 import multiprocessing
+import random
+import statistics
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -48,9 +50,6 @@ def fresh_db(name: str) -> Path:
 
 def mean_interval(values: list[float], seed: int = 7) -> tuple[float, float]:
     """The 95% bootstrap interval of the mean (2,000 resamples, seeded)."""
-    import random
-    import statistics
-
     rng = random.Random(seed)
     means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(2_000))
     return means[49], means[1949]

@@ -59,7 +59,7 @@ import report
 from topicpulse.topics import load_catalogue
 
 GRID = np.arange(0.05, 0.96, 0.05)
-FIELDS = ("title", "abstract")  # embedded apart, side by side
+EMBEDDED = ("title", "abstract")  # embedded apart, side by side
 
 
 def layer(
@@ -111,7 +111,7 @@ async def main(slug: str, features: str, alone: bool) -> None:
             parts.append(
                 tuple(
                     csr_matrix(
-                        np.hstack([embed([listing[r.arxiv_id][f] for r in rows]) for f in FIELDS])
+                        np.hstack([embed([listing[r.arxiv_id][f] for r in rows]) for f in EMBEDDED])
                     )
                     for rows in splits
                 )
