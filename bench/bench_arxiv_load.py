@@ -21,12 +21,12 @@ from datetime import UTC, datetime, timedelta
 from _support import fresh_db
 from fake_arxiv import FakeArxiv, make_paper
 from fake_telegram import FakeTelegram
-from topicpulse import topics
 from topicpulse.bot.app import build_application, pipeline_of, running
 from topicpulse.config import load_settings
 from topicpulse.logs import setup_logging
 from topicpulse.models import Paper
 from topicpulse.store import Store
+from topicpulse.topics import catalogue as topics
 
 CATEGORIES = "cs.CL,cs.LG,cs.AI"
 PAPERS = 2_500

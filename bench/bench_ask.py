@@ -9,7 +9,7 @@ named), and an answer's papers — one per passage, best first — are scored:
 - **recall@5**: the share of the question's papers among the answer's first 5;
 - **MRR**: 1 / the rank of the first of them (0 if none in the first ``DEPTH``).
 
-Rankings (``topicpulse.ask``):
+Rankings (``topicpulse.insight.ask``):
 
 - ``newest``: the topic's newest papers (the question's words only when no topic is named) —
   what /latest shows, the honest baseline;
@@ -40,10 +40,10 @@ sys.path.insert(0, str(ROOT / "evaluation"))
 from corpus import LISTINGS, MISSING, listings_store  # noqa: E402
 
 from _support import mean_interval as interval  # noqa: E402
-from topicpulse import ask  # noqa: E402
-from topicpulse.matching import match_new_papers  # noqa: E402
+from topicpulse.insight import ask  # noqa: E402
 from topicpulse.store import Store  # noqa: E402
-from topicpulse.topics import find_catalogue_topic, sync_catalogue  # noqa: E402
+from topicpulse.topics.catalogue import find_catalogue_topic, sync_catalogue  # noqa: E402
+from topicpulse.topics.matching import match_new_papers  # noqa: E402
 
 QUESTIONS = ROOT / "evaluation" / "ask" / "questions.jsonl"
 K = 5

@@ -73,16 +73,16 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from topicpulse import chats, momentum
-from topicpulse import query as ql
-from topicpulse import synthetic_vocab as vocab
-from topicpulse.delivery import Delivery
-from topicpulse.maintenance import OUTBOX_HORIZON, run_maintenance
-from topicpulse.matching import match_new_papers
+from topicpulse.delivery import Delivery, chats
+from topicpulse.delivery.upkeep import OUTBOX_HORIZON, run_maintenance
+from topicpulse.insight import momentum
 from topicpulse.models import Paper, RunStats, iso
 from topicpulse.store import Store
 from topicpulse.synthetic import generate_papers
-from topicpulse.topics import load_catalogue, sync_catalogue, topic_for
+from topicpulse.synthetic import vocabulary as vocab
+from topicpulse.topics import query as ql
+from topicpulse.topics.catalogue import load_catalogue, sync_catalogue, topic_for
+from topicpulse.topics.matching import match_new_papers
 
 START = date(2026, 1, 5)  # a Monday
 ZONES = (

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "src"))
 
 from fake_arxiv import LISTINGS, FakeArxiv, listing_papers  # noqa: E402
-from topicpulse.arxiv import ArxivClient  # noqa: E402
 from topicpulse.config import DEFAULT_CATEGORIES  # noqa: E402
-from topicpulse.ingest import Ingestor  # noqa: E402
+from topicpulse.sources.arxiv import ArxivClient  # noqa: E402
+from topicpulse.sources.ingest import Ingestor  # noqa: E402
 from topicpulse.store import Store  # noqa: E402
 
 PAGE_SIZE = 1000

@@ -2,11 +2,11 @@
 
 For each of the 12 labelled topics of ``evaluation/`` (real listings in ``../shared``), take k
 example papers at random among those labelled ON the topic in the tuning half, make the topic's
-query from them (``topicpulse.examples.like_query``, over a store of the 5,861 listings, with
-the last 4 weeks of the listings as its window), and score what it matches on the held-out half
-with the stratified estimator of ``evaluation/report.py`` (precision and recall of the labelled
-topic; matches outside the sampling frame count as false). 5 draws per topic and k; the
-figures are means over topics and draws, with the spread over topics.
+query from them (``topicpulse.insight.examples.like_query``, over a store of the 5,861
+listings, with the last 4 weeks of the listings as its window), and score what it matches on
+the held-out half with the stratified estimator of ``evaluation/report.py`` (precision and
+recall of the labelled topic; matches outside the sampling frame count as false). 5 draws per
+topic and k; the figures are means over topics and draws, with the spread over topics.
 
 Rules compared:
 
@@ -37,10 +37,10 @@ sys.path.insert(0, str(ROOT / "evaluation"))
 from corpus import LISTINGS, MISSING, STRATA, listings_store, matches  # noqa: E402
 from report import _table, estimate, read_labels  # noqa: E402
 
-from topicpulse import examples, momentum  # noqa: E402
+from topicpulse.insight import examples, momentum  # noqa: E402
 from topicpulse.models import iso, parse_iso  # noqa: E402
 from topicpulse.store import Store  # noqa: E402
-from topicpulse.topics import load_catalogue  # noqa: E402
+from topicpulse.topics.catalogue import load_catalogue  # noqa: E402
 
 KS = (1, 3, 5)
 DRAWS = 5

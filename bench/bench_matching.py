@@ -49,13 +49,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from _support import OUT, ROOT
-from topicpulse import matching
-from topicpulse import query as ql
-from topicpulse.ingest import read_papers_file
-from topicpulse.matching import BatchIndex, match_new_papers
 from topicpulse.models import Paper, StoredPaper, Topic, iso
+from topicpulse.sources.ingest import read_papers_file
 from topicpulse.store import Store
-from topicpulse.topics import load_catalogue
+from topicpulse.topics import matching
+from topicpulse.topics import query as ql
+from topicpulse.topics.catalogue import load_catalogue
+from topicpulse.topics.matching import BatchIndex, match_new_papers
 
 LISTINGS = Path(
     os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"), "arxiv-listings", "papers.jsonl"

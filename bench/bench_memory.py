@@ -26,10 +26,10 @@ from pathlib import Path
 from _support import OUT, BotProcess, RssSampler, bot_env, mb, outbox_counts, wait_until
 from fake_arxiv import FakeArxiv, listing_papers
 from fake_telegram import FakeTelegram
-from topicpulse import topics
 from topicpulse.models import Paper, iso
 from topicpulse.store import Store
-from topicpulse.topics import load_catalogue
+from topicpulse.topics import catalogue as topics
+from topicpulse.topics.catalogue import load_catalogue
 
 PAPERS, CHATS, FOLLOWS, CUSTOM_TOPICS = 150_000, 10_000, 3, 2_000
 CATEGORIES = "cs.CL,cs.LG,cs.AI,cs.CV,stat.ML"

@@ -45,13 +45,13 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from _support import ROOT, percentile
-from topicpulse import momentum
-from topicpulse import query as ql
-from topicpulse.charts import _render, render_chart
-from topicpulse.ingest import read_papers_file
+from topicpulse.insight import momentum
+from topicpulse.insight.charts import _render, render_chart
 from topicpulse.models import Paper, Topic, iso
+from topicpulse.sources.ingest import read_papers_file
 from topicpulse.store import Store
-from topicpulse.topics import CatalogueEntry, load_catalogue, sync_catalogue
+from topicpulse.topics import query as ql
+from topicpulse.topics.catalogue import CatalogueEntry, load_catalogue, sync_catalogue
 
 LISTINGS = Path(
     os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"), "arxiv-listings", "papers.jsonl"
@@ -102,10 +102,10 @@ QUERIES = [  # arbitrary /momentum queries: broad, narrow, phrases, prefixes, fi
     "hallucinat*",
 ]
 # a child process drawing its first chart: matplotlib imported and fonts loaded on that call,
-# as in a freshly started bot (topicpulse.charts itself is imported at start-up, untimed)
+# as in a freshly started bot (topicpulse.insight.charts itself is imported at start-up, untimed)
 FIRST_CHART = """
 import pickle, sys, time
-from topicpulse.charts import render_chart
+from topicpulse.insight.charts import render_chart
 m = pickle.loads(sys.stdin.buffer.read())
 started = time.perf_counter()
 render_chart(m)

@@ -98,12 +98,12 @@ from _support import (
 )
 from fake_arxiv import LISTINGS, load_listing
 from fake_telegram import FakeTelegram
-from topicpulse import query as ql
-from topicpulse import synthetic_vocab
 from topicpulse.models import Paper, iso
 from topicpulse.store import Store
 from topicpulse.synthetic import generate_papers
-from topicpulse.topics import custom_topic, load_catalogue, sync_catalogue
+from topicpulse.synthetic import vocabulary as synthetic_vocab
+from topicpulse.topics import query as ql
+from topicpulse.topics.catalogue import custom_topic, load_catalogue, sync_catalogue
 
 EVENTS_ENV = "BENCH_REPLIES_EVENTS"
 SWITCH_ENV = "BENCH_REPLIES_SWITCH_INTERVAL"
@@ -134,13 +134,14 @@ def child_main() -> int:
     from telegram import Update
     from telegram.ext import Application
 
-    from topicpulse import matching, momentum
     from topicpulse.bot import app as botapp
     from topicpulse.bot.ratelimit import TelegramRateLimiter
     from topicpulse.config import load_settings
-    from topicpulse.ingest import Ingestor
+    from topicpulse.insight import momentum
     from topicpulse.logs import setup_logging
+    from topicpulse.sources.ingest import Ingestor
     from topicpulse.store.database import Database
+    from topicpulse.topics import matching
 
     events = open(os.environ[EVENTS_ENV], "a", buffering=1, encoding="utf-8")  # noqa: SIM115
     lock = threading.Lock()  # the event loop, worker threads and the sampler all emit

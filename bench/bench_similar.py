@@ -11,7 +11,7 @@ makes these hard) — by similarity to the seed, and ask how many of the top 5 a
   counted twice) — the arxiv-sanity baseline;
 - ``bm25-mlt``: step 1 of ours alone: the seed's content words OR-ed, BM25 over the store's
   FTS5 index, restricted here to the pool (what /similar shipped before);
-- ``ours``: what ``topicpulse.similarity`` ships: BM25's best ``CANDIDATES`` re-ranked by
+- ``ours``: what ``topicpulse.insight.similarity`` ships: BM25's best ``CANDIDATES`` re-ranked by
   TF-IDF cosine over the index's stems, document frequencies from the store.
 
 Figures are means over seeds with 95% bootstrap intervals. Then, over the whole store (not a
@@ -38,9 +38,7 @@ from corpus import LISTINGS, MISSING, listings_store  # noqa: E402
 from report import read_labels  # noqa: E402
 
 from _support import mean_interval as interval  # noqa: E402
-from topicpulse import query as ql  # noqa: E402
-from topicpulse.models import StoredPaper  # noqa: E402
-from topicpulse.similarity import (  # noqa: E402
+from topicpulse.insight.similarity import (  # noqa: E402
     CANDIDATES,
     STOPWORDS,
     cosine,
@@ -49,6 +47,8 @@ from topicpulse.similarity import (  # noqa: E402
     similarity_query,
     tfidf,
 )
+from topicpulse.models import StoredPaper  # noqa: E402
+from topicpulse.topics import query as ql  # noqa: E402
 
 K = 5
 

@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from topicpulse import query as ql  # noqa: E402
-from topicpulse.ingest import import_files  # noqa: E402
+from topicpulse.sources.ingest import import_files  # noqa: E402
 from topicpulse.store import Store  # noqa: E402
-from topicpulse.topics import CatalogueEntry, load_catalogue  # noqa: E402
+from topicpulse.topics import query as ql  # noqa: E402
+from topicpulse.topics.catalogue import CatalogueEntry, load_catalogue  # noqa: E402
 
 SHARED = Path(os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"))
 LISTINGS = SHARED / "arxiv-listings" / "papers.jsonl"
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", action="append", help="only these slugs (repeatable)")
     args = parser.parse_args(argv)
 
-    entries = load_catalogue(ROOT / "src" / "topicpulse" / "catalogue.toml")
+    entries = load_catalogue(ROOT / "src" / "topicpulse" / "topics" / "catalogue.toml")
     if args.topic:
         entries = [e for e in entries if e.slug in set(args.topic)]
     labels = read_labels()

@@ -13,9 +13,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from topicpulse import query as ql  # noqa: E402
-from topicpulse.ingest import import_files  # noqa: E402
+from topicpulse.sources.ingest import import_files  # noqa: E402
 from topicpulse.store import Store  # noqa: E402
+from topicpulse.topics import query as ql  # noqa: E402
 
 SHARED = Path(os.environ.get("TOPICPULSE_SHARED", ROOT.parent / "shared"))
 LISTINGS = SHARED / "arxiv-listings" / "papers.jsonl"

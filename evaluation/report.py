@@ -35,7 +35,7 @@ from pathlib import Path
 
 from corpus import LABELS, LISTINGS, MISSING, ROOT, STRATA, listings_store, matches
 
-from topicpulse.topics import load_catalogue
+from topicpulse.topics.catalogue import load_catalogue
 
 BOOTSTRAP = 2000
 

@@ -39,8 +39,8 @@ from xml.sax.saxutils import escape, quoteattr
 
 from aiohttp import web
 
-from topicpulse.ingest import papers_from_listing
 from topicpulse.models import Paper, iso, parse_iso
+from topicpulse.sources.ingest import papers_from_listing
 from topicpulse.synthetic import ARXIV_SCHEME as ARXIV_SCHEME
 from topicpulse.synthetic import generate_papers, query_string
 from topicpulse.synthetic import render_entry as render_entry

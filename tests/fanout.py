@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from topicpulse import topics
-from topicpulse.matching import match_new_papers
 from topicpulse.models import Paper, iso
 from topicpulse.store import Store
+from topicpulse.topics import catalogue as topics
+from topicpulse.topics.matching import match_new_papers
 
 ARXIV_LINK = re.compile(r"arxiv\.org/abs/([\w./-]+?)[\"<\s)]")
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "evaluation"))
 import report
 from report import Label, estimate, read_labels
 
-from topicpulse.topics import load_catalogue
+from topicpulse.topics.catalogue import load_catalogue
 
 # Held-out (test split) precision and recall floors, as measured by evaluation/report.py.
 FLOORS: dict[str, tuple[float, float]] = {

@@ -7,7 +7,7 @@ import signal
 from datetime import date
 
 from topicpulse import offload
-from topicpulse.arxiv import parse_feed
+from topicpulse.sources.arxiv import parse_feed
 from topicpulse.synthetic import generate_papers, to_atom
 
 

@@ -56,7 +56,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import minilm
 import report
 
-from topicpulse.topics import load_catalogue
+from topicpulse.topics.catalogue import load_catalogue
 
 GRID = np.arange(0.05, 0.96, 0.05)
 EMBEDDED = ("title", "abstract")  # embedded apart, side by side

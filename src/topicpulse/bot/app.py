@@ -3,7 +3,7 @@
 Jobs (python-telegram-bot's JobQueue): an ingestion round every TOPICPULSE_POLL_SECONDS
 (at every start, the days of the configured backfill weeks still missing are fetched in the
 background, and a poll round fills any that failed), followed by matching and spike
-detection; the daily maintenance (``maintenance.py``); a delivery worker that sends the outbox
+detection; the daily maintenance (``delivery/upkeep.py``); a delivery worker that sends the outbox
 as soon as a round queued something (and every few seconds for digests that fall due, or when
 a deferred chat may be retried). Every
 message goes through ``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; replies ahead of
@@ -34,28 +34,28 @@ from aiohttp import web
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
-from topicpulse import momentum
 from topicpulse.bot import handlers, membership
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
-from topicpulse.ingest import Ingestor
-from topicpulse.llm import AnswerWriter
+from topicpulse.delivery.upkeep import run_maintenance
+from topicpulse.insight import momentum
+from topicpulse.insight.llm import AnswerWriter
 from topicpulse.logs import protect_secrets
-from topicpulse.maintenance import run_maintenance
-from topicpulse.matching import match_new_papers
 from topicpulse.models import utcnow
+from topicpulse.sources.ingest import Ingestor
 from topicpulse.store import Store
-from topicpulse.topics import sync_catalogue
+from topicpulse.topics.catalogue import sync_catalogue
+from topicpulse.topics.matching import match_new_papers
 from topicpulse.web.server import WEBHOOK_PATH, WebContext, Webhook
 
 log = logging.getLogger(__name__)
 
 DELIVERY_TICK = 5.0  # seconds between delivery passes when nothing wakes the worker
 DELIVERY_GRACE = 3.0  # seconds the sends in flight get to finish when the bot stops
-MAINTENANCE_SECONDS = 24 * 3600  # the daily upkeep (maintenance.py)
+MAINTENANCE_SECONDS = 24 * 3600  # the daily upkeep (delivery/upkeep.py)
 MAINTENANCE_FIRST = 600  # seconds after a start
 # Updates handled at once. Replies wait for their chat's pacing (about 1/s) inside the handler,
 # so a user who fires 20 commands holds 20 handlers for 20 s: with few slots, everyone else's

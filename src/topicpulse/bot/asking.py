@@ -1,7 +1,7 @@
 """Asking: /ask, the "Ask about this topic" button and the replies to its prompt.
 
-The answer comes from ``topicpulse.ask`` (passages quoted from stored abstracts); when the
-operator configured a language model (``topicpulse.llm``), a short answer written from those
+The answer comes from ``topicpulse.insight.ask`` (passages quoted from stored abstracts); when the
+operator configured a language model (``topicpulse.insight.llm``), a short answer written from those
 passages only goes on top, and any failure of it leaves the passages alone.
 """
 
@@ -11,11 +11,11 @@ from telegram import ForceReply, Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from topicpulse import chats, formatting
-from topicpulse.ask import Answer
 from topicpulse.bot import callbacks, views
 from topicpulse.bot.common import arg_text, chat_id_of, command, reply, services
 from topicpulse.bot.views import ASK_PROMPT
+from topicpulse.delivery import chats, formatting
+from topicpulse.insight.ask import Answer
 
 
 @command()

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from topicpulse.chats import SHARE_CODE
+from topicpulse.delivery.chats import SHARE_CODE
 
 MAX_DATA = 64  # bytes: Telegram's limit on callback_data
 EXPIRED = "This button has expired."

@@ -8,11 +8,11 @@ from datetime import timedelta
 from telegram import Update
 from telegram.ext import ContextTypes
 
-from topicpulse import chats
 from topicpulse.bot import views
 from topicpulse.bot.common import arg_text, chat_id_of, command, reply, services
-from topicpulse.chats import UserError
-from topicpulse.formatting import esc
+from topicpulse.delivery import chats
+from topicpulse.delivery.chats import UserError
+from topicpulse.delivery.formatting import esc
 from topicpulse.models import iso
 
 

@@ -26,14 +26,15 @@ from telegram.constants import ChatMemberStatus, ChatType, ParseMode
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
-from topicpulse import formatting, throttle
 from topicpulse.bot.views import Keyboard, View
-from topicpulse.chats import UserError, clean_text
 from topicpulse.config import Settings
-from topicpulse.formatting import esc
-from topicpulse.llm import AnswerWriter
+from topicpulse.delivery import formatting
+from topicpulse.delivery.chats import UserError, clean_text
+from topicpulse.delivery.formatting import esc
+from topicpulse.insight.llm import AnswerWriter
 from topicpulse.models import utcnow
 from topicpulse.store import Store, interactive
+from topicpulse.web import throttle
 
 COMMAND_RATE = (20, 60.0)  # per user: at most 20 commands per 60 seconds
 RATE_MEMORY = 10_000  # users remembered by the rate limit before idle ones are forgotten

@@ -7,7 +7,6 @@ from telegram import CallbackQuery, Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from topicpulse import chats, deeplinks, momentum
 from topicpulse.bot import callbacks, views
 from topicpulse.bot.common import (
     NO_PREVIEW,
@@ -24,8 +23,11 @@ from topicpulse.bot.common import (
     reply_view,
     services,
 )
-from topicpulse.formatting import MAX_MESSAGE, esc, shorten, tg_len
-from topicpulse.topics import find_catalogue_topic
+from topicpulse.delivery import chats
+from topicpulse.delivery.formatting import MAX_MESSAGE, esc, shorten, tg_len
+from topicpulse.insight import momentum
+from topicpulse.topics.catalogue import find_catalogue_topic
+from topicpulse.web import deeplinks
 
 
 @command()

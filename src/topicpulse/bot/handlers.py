@@ -23,7 +23,6 @@ from telegram.ext import (
     filters,
 )
 
-from topicpulse import momentum  # noqa: F401  (tests patch handlers.momentum)
 from topicpulse.bot import asking, callbacks, chat_settings, following, reading
 from topicpulse.bot.common import (
     COMMAND_RATE,
@@ -36,6 +35,7 @@ from topicpulse.bot.common import (
     services,
 )
 from topicpulse.bot.views import HELP, TOPICS_PER_PAGE
+from topicpulse.insight import momentum  # noqa: F401  (tests patch handlers.momentum)
 
 __all__ = ["COMMAND_RATE", "HELP", "TOPICS_PER_PAGE", "BotContext", "bot_commands", "register"]
 

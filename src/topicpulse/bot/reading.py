@@ -9,8 +9,7 @@ from telegram import Update
 from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
-from topicpulse import arxiv, chats, formatting, momentum, offload, similarity
-from topicpulse import query as ql
+from topicpulse import offload
 from topicpulse.bot import callbacks, views
 from topicpulse.bot.common import (
     arg_text,
@@ -21,10 +20,14 @@ from topicpulse.bot.common import (
     reply_view,
     services,
 )
-from topicpulse.charts import render_chart
-from topicpulse.chats import UserError
-from topicpulse.formatting import esc, shorten
+from topicpulse.delivery import chats, formatting
+from topicpulse.delivery.chats import UserError
+from topicpulse.delivery.formatting import esc, shorten
+from topicpulse.insight import momentum, similarity
+from topicpulse.insight.charts import render_chart
 from topicpulse.models import StoredPaper, Topic
+from topicpulse.sources import arxiv
+from topicpulse.topics import query as ql
 
 LATEST_DEFAULT, LATEST_MAX = 5, 20
 SIMILAR = 5  # papers /similar and "More like this" show

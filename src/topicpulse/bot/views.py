@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from topicpulse import chats, formatting
 from topicpulse.bot import callbacks
-from topicpulse.formatting import esc, shorten
+from topicpulse.delivery import chats, formatting
+from topicpulse.delivery.formatting import esc, shorten
+from topicpulse.insight.momentum import Momentum
 from topicpulse.models import Chat, StoredPaper, Topic, parse_iso
-from topicpulse.momentum import Momentum
 from topicpulse.wording import plural
 
 TOPICS_PER_PAGE = 8

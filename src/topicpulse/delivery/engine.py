@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from topicpulse.chats import next_digest_at
+from topicpulse.delivery.chats import next_digest_at
 from topicpulse.delivery.messages import Outgoing, paper_messages, spike_message
 from topicpulse.delivery.protocol import Sender
 from topicpulse.delivery.sending import (

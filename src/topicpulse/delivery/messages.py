@@ -9,8 +9,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from topicpulse import formatting, momentum, offload
-from topicpulse.charts import render_chart
+from topicpulse import offload
+from topicpulse.delivery import formatting
+from topicpulse.insight import momentum
+from topicpulse.insight.charts import render_chart
 from topicpulse.models import OutboxItem
 from topicpulse.store import Store
 

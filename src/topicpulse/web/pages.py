@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from topicpulse import ask, momentum, similarity
-from topicpulse import query as ql
+from topicpulse.insight import ask, momentum, similarity
 from topicpulse.models import StoredPaper, Topic, iso
 from topicpulse.store import Store
+from topicpulse.topics import query as ql
 from topicpulse.web.svg import weekly_chart
 
 PAGE_SIZE = 20  # papers a topic page lists at a time

@@ -20,12 +20,12 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
-from topicpulse import arxiv, deeplinks, throttle
-from topicpulse.chats import UserError, check_argument, clean_text, share_query
+from topicpulse.delivery.chats import UserError, check_argument, clean_text, share_query
 from topicpulse.models import parse_iso, utcnow
+from topicpulse.sources import arxiv
 from topicpulse.store import Store
-from topicpulse.topics import find_catalogue_topic
-from topicpulse.web import pages
+from topicpulse.topics.catalogue import find_catalogue_topic
+from topicpulse.web import deeplinks, pages, throttle
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@ A pure function of the momentum figures."""
 
 from __future__ import annotations
 
-from topicpulse.formatting import esc
-from topicpulse.momentum import Momentum
+from topicpulse.delivery.formatting import esc
+from topicpulse.insight.momentum import Momentum
 from topicpulse.wording import day_label
 
 WIDTH, HEIGHT = 640, 220

@@ -1,0 +1,359 @@
+"""Message texts in Telegram HTML: alerts, digests, momentum summaries, paper lists.
+
+Every dynamic string goes through ``esc``; every function returns texts that fit Telegram's
+limits (``MAX_MESSAGE`` for messages, ``MAX_CAPTION`` for photo captions), splitting long lists
+between papers — never inside a tag. Lengths are counted on the HTML source in UTF-16 code
+units, which is never less than what Telegram counts after parsing the entities.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from topicpulse.insight.ask import Answer
+from topicpulse.insight.llm import CITATION
+from topicpulse.insight.momentum import Momentum, headline, sparkline
+from topicpulse.models import StoredPaper, Topic
+from topicpulse.wording import plural
+
+MAX_MESSAGE = 4096
+MAX_CAPTION = 1024
+MAX_TITLE = 300
+MAX_NAME = 80
+SHOWN_AUTHORS = 3
+SHOWN_TAGS = 8  # a paper's topic tags shown (followed ones first); the rest are counted
+MAX_ABSTRACT = 1_200  # characters of an abstract in a card (collapsed: one tap unfolds it)
+MAX_LIST_ABSTRACT = 600  # … in a digest or a /latest and /search list, where cards are many
+MAX_NOTE = 160  # a journal reference or comment ("Accepted at ICML 2026")
+CATCH_UP_TOPICS = 8  # topics a catch-up lists, each with its count, /latest and a button
+BUTTON_NAME = 32  # characters of a topic's name on a button
+
+
+def esc(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def tg_len(text: str) -> int:
+    """Length as Telegram counts it: UTF-16 code units."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def shorten(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def authors_line(authors: Sequence[str]) -> str:
+    shown = ", ".join(shorten(a, MAX_NAME) for a in authors[:SHOWN_AUTHORS])
+    more = len(authors) - SHOWN_AUTHORS
+    return esc(shown + (f" +{more}" if more > 0 else "")) if authors else "unknown authors"
+
+
+def affiliations_line(affiliations: Sequence[str]) -> str:
+    """The authors' institutions, as arXiv gives them (often not at all: then nothing)."""
+    if not affiliations:
+        return ""
+    shown = " · ".join(shorten(a, MAX_NAME) for a in affiliations[:SHOWN_AUTHORS])
+    more = len(affiliations) - SHOWN_AUTHORS
+    return f"🏛 {esc(shown)}" + (f" +{more}" if more > 0 else "")
+
+
+def topic_tags(topics: Sequence[Topic], others: Sequence[Topic] = ()) -> str:
+    """``#Name`` tags: ``topics`` (the ones the chat follows) first and in bold, then ``others``
+    (catalogue topics the paper also matches); past ``SHOWN_TAGS`` only counted."""
+    followed = {t.id for t in topics}
+    tags = [*topics, *(t for t in others if t.id not in followed)]
+    shown = []
+    for t in tags[:SHOWN_TAGS]:
+        tag = f"#{esc(shorten(t.name, MAX_NAME))}"
+        shown.append(f"<b>{tag}</b>" if t.id in followed and others else tag)
+    more = len(tags) - SHOWN_TAGS
+    return " · ".join(shown) + (f" +{more}" if more > 0 else "")
+
+
+def abstract_quote(abstract: str, limit: int = MAX_ABSTRACT) -> str:
+    """The abstract in a collapsed quote (Telegram shows its first lines; a tap unfolds it).
+    Shortened, never cut inside an entity: the text is escaped after shortening."""
+    text = shorten(abstract, limit)
+    return f"<blockquote expandable>{esc(text)}</blockquote>" if text else ""
+
+
+def note_line(paper: StoredPaper) -> str:
+    """The journal reference, else the authors' comment ("Accepted at ICML 2026"), in italics."""
+    note = paper.journal_ref or paper.comment
+    return f"<i>{esc(shorten(note, MAX_NOTE))}</i>" if note and note.strip() else ""
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """A paper for one chat: the chat's topics that matched it (``topics``) and the other
+    catalogue topics it matches (``other_tags``)."""
+
+    paper: StoredPaper
+    topics: Sequence[Topic]
+    other_tags: Sequence[Topic] = ()
+
+
+def _head(paper: StoredPaper) -> list[str]:
+    """A card's first lines: linked bold title, authors, their institutions (if any)."""
+    title = esc(shorten(paper.title, MAX_TITLE))
+    return [
+        f'<b><a href="{esc(paper.url)}">{title}</a></b>',
+        authors_line(paper.authors),
+        affiliations_line(paper.affiliations),
+    ]
+
+
+def paper_block(alert: Alert) -> str:
+    """One paper's card: linked bold title, authors, their institutions (when arXiv gives
+    them), category · date · PDF, the journal reference or comment, the abstract (collapsed),
+    and its topic tags (followed first)."""
+    p = alert.paper
+    lines = [
+        *_head(p),
+        f'{esc(p.primary_category)} · {p.published[:10]} · <a href="{esc(p.pdf_url)}">PDF</a>',
+        note_line(p),
+        abstract_quote(p.abstract),
+    ]
+    if alert.topics or alert.other_tags:
+        lines.append(topic_tags(alert.topics, alert.other_tags))
+    return "\n".join(line for line in lines if line)
+
+
+def paper_card(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[Topic]) -> str:
+    """/paper: one paper in full — the card with its abstract unfolded (as long as a message
+    allows), every tag, and the abstract, PDF and HTML links."""
+    links = (
+        f'<a href="{esc(paper.url)}">Abstract</a> · <a href="{esc(paper.pdf_url)}">PDF</a>'
+        f' · <a href="{esc(paper.html_url)}">HTML</a>'
+    )
+    head = [
+        *_head(paper),
+        f"{esc(paper.primary_category)} · {paper.published[:10]} · v{paper.version}",
+        note_line(paper),
+    ]
+    tail = [topic_tags(followed, others) if followed or others else "", links]
+    fixed = tg_len("\n".join(line for line in [*head, *tail] if line)) + 40
+    abstract = paper.abstract
+    while abstract and tg_len(f"<blockquote>{esc(abstract)}</blockquote>") > MAX_MESSAGE - fixed:
+        abstract = shorten(abstract, len(abstract) * 9 // 10)
+    quote = f"<blockquote>{esc(abstract)}</blockquote>" if abstract else ""
+    return "\n".join(line for line in [*head, quote, *tail] if line)
+
+
+def pack(
+    blocks: Iterable[str], *, header: str = "", limit: int = MAX_MESSAGE, separator: str = "\n\n"
+) -> list[str]:
+    """Join blocks into as few messages as fit in ``limit``, splitting only between blocks.
+    A block too long on its own (impossible for our blocks) is cut at a line boundary."""
+    messages: list[str] = []
+    current = header
+    for block in blocks:
+        candidate = f"{current}{separator}{block}" if current else block
+        if tg_len(candidate) <= limit:
+            current = candidate
+            continue
+        if current:
+            messages.append(current)
+        current = block if tg_len(block) <= limit else _cut_lines(block, limit)
+    if current and current != header:
+        messages.append(current)
+    return messages
+
+
+def pack_keyed(
+    blocks: Iterable[tuple[str, int | None]], *, header: str = "", separator: str = "\n\n"
+) -> list[tuple[str, list[int]]]:
+    """Like ``pack``, for blocks that carry a key (a paper id, or None for a heading): returns
+    each message with the keys of the blocks it holds."""
+    messages: list[tuple[str, list[int]]] = []
+    current, keys = header, []
+    for block, key in blocks:
+        candidate = f"{current}{separator}{block}" if current else block
+        if tg_len(candidate) > MAX_MESSAGE and current:
+            messages.append((current, keys))
+            current, keys = "", []
+            candidate = block
+        current = candidate if tg_len(candidate) <= MAX_MESSAGE else _cut_lines(block, MAX_MESSAGE)
+        if key is not None:
+            keys.append(key)
+    if keys:
+        messages.append((current, keys))
+    return messages
+
+
+def _cut_lines(block: str, limit: int) -> str:
+    kept: list[str] = []
+    for line in block.split("\n"):
+        if tg_len("\n".join([*kept, line])) > limit - 2:
+            break
+        kept.append(line)
+    return "\n".join(kept) + "\n…"
+
+
+def pack_alerts(alerts: Sequence[Alert]) -> list[tuple[str, list[int]]]:
+    """Instant alerts: what one round found for a chat, in as few messages as fit, each with
+    the ids of the papers it carries."""
+    header = "" if len(alerts) == 1 else f"🆕 <b>{plural(len(alerts), 'new paper')}</b>"
+    return pack_keyed(((paper_block(a), a.paper.id) for a in alerts), header=header)
+
+
+def alert_messages(alerts: Sequence[Alert]) -> list[str]:
+    return [text for text, _ in pack_alerts(alerts)]
+
+
+def pack_digest(alerts: Sequence[Alert], *, period: str) -> list[tuple[str, list[int]]]:
+    """A daily/weekly digest grouped by topic ("12 new in RL for Language Models"); each paper
+    once, under the first of the chat's topics that matched it. Empty → no messages."""
+    if not alerts:
+        return []
+    groups: dict[str, list[Alert]] = {}
+    for alert in alerts:
+        name = alert.topics[0].name if alert.topics else "Other"
+        groups.setdefault(name, []).append(alert)
+    total = plural(len(alerts), "new paper")
+    blocks: list[tuple[str, int | None]] = [(f"📬 <b>Your {esc(period)} digest</b>: {total}", None)]
+    for name, members in groups.items():
+        heading = f"\n<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>"
+        # the heading travels with its first paper: never left alone at the end of a message
+        blocks.append((f"{heading}\n{digest_line(members[0])}", members[0].paper.id))
+        blocks.extend((digest_line(a), a.paper.id) for a in members[1:])
+    return pack_keyed(blocks, separator="\n")
+
+
+def digest_messages(alerts: Sequence[Alert], *, period: str) -> list[str]:
+    return [text for text, _ in pack_digest(alerts, period=period)]
+
+
+def digest_line(alert: Alert) -> str:
+    p = alert.paper
+    first = (
+        shorten(p.authors[0], MAX_NAME) + (" et al." if len(p.authors) > 1 else "")
+        if p.authors
+        else ""
+    )
+    line = (
+        f'• <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>'
+        f" — {esc(first)} · {esc(p.primary_category)}"
+    )
+    quote = abstract_quote(p.abstract, MAX_LIST_ABSTRACT)
+    return f"{line}\n{quote}" if quote else line
+
+
+def catch_up(
+    *, total: int, counts: Sequence[tuple[Topic, int]], best: Sequence[Alert]
+) -> tuple[str, list[tuple[str, str]]]:
+    """One message for a backlog too big to send paper by paper: ``total`` new papers, how
+    many per topic (``counts``, most first), the ``best`` few (ranked by the caller), and the
+    way to the rest — ``/latest <topic>`` written out, and a button per topic (callback data
+    ``l:<topic id>``). Returns the text and the buttons as (label, callback data).
+
+    Always one message: the topics after ``CATCH_UP_TOPICS`` are only counted, and papers,
+    then topics, are left out for as long as the text would not fit."""
+    shown = list(counts[:CATCH_UP_TOPICS])
+    papers = list(best)
+    while True:
+        text = _catch_up_text(total, shown, len(counts) - len(shown), papers)
+        if tg_len(text) <= MAX_MESSAGE:
+            break
+        if len(papers) > 1:
+            papers.pop()
+        elif len(shown) > 1:
+            shown.pop()
+        else:  # (cannot happen: every piece is bounded far below the limit)
+            text = _cut_lines(text, MAX_MESSAGE)
+            break
+    buttons = [(f"🗞 {shorten(t.name, BUTTON_NAME)}", f"l:{t.id}") for t, _ in shown]
+    return text, buttons
+
+
+def _catch_up_text(
+    total: int, shown: Sequence[tuple[Topic, int]], hidden: int, papers: Sequence[Alert]
+) -> str:
+    lines = [f"📬 <b>Catch-up: {plural(total, 'new paper')}</b> — too many to send one by one."]
+    for topic, count in shown:
+        line = f"• <b>{esc(shorten(topic.name, MAX_NAME))}</b>: {count}"
+        if len(topic.name) <= MAX_NAME:  # a longer name makes no command worth typing
+            line += f" · <code>/latest {esc(topic.name)}</code>"
+        lines.append(line)
+    if hidden:
+        lines.append(f"• and {plural(hidden, 'more topic')} (/list)")
+    if papers:
+        lines += ["", f"<b>Best {len(papers)}</b> — on most of your topics, newest first:"]
+        lines += [digest_line(a) for a in papers]
+    if shown:
+        lines += ["", "Tap a topic for its latest papers."]
+    return "\n".join(lines)
+
+
+def momentum_text(m: Momentum, *, name: str | None = None) -> str:
+    title = esc(shorten(name or m.topic or m.query, MAX_NAME))
+    spark = sparkline([c for _, c in m.weekly])
+    total = plural(m.total, "paper")
+    return f"📊 <b>{title}</b>\n{esc(headline(m))}\n{total} in all · 12 weeks: {spark}"
+
+
+def momentum_line(m: Momentum) -> str:
+    """One ranked line: name, 4-week count and change, sparkline."""
+    change = ("new" if m.last_4w else "—") if m.change_pct is None else f"{m.change_pct:+.0f}%"
+    spark = sparkline([c for _, c in m.weekly])
+    return f"{spark} <b>{esc(shorten(m.topic or m.query, MAX_NAME))}</b>: {m.last_4w} ({change})"
+
+
+def spike_caption(m: Momentum, reason: str) -> str:
+    # Bounded pieces (name ≤ 80, headline ≈ 110, reason ≤ 200) keep this far under MAX_CAPTION.
+    return (
+        f"📈 <b>{esc(shorten(m.topic or m.query, MAX_NAME))} is spiking</b>\n"
+        f"{esc(headline(m))}\n<i>{esc(shorten(reason, 200))}</i>"
+    )
+
+
+def paper_list(
+    papers: Sequence[StoredPaper], *, header: str, tags: dict[int, list[Topic]] | None = None
+) -> list[str]:
+    """A header and numbered compact paper entries (for /latest and /search)."""
+    blocks = [header]
+    for n, p in enumerate(papers, start=1):
+        line = (
+            f'{n}. <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>\n'
+            f"   {authors_line(p.authors)} · {esc(p.primary_category)} · {p.published[:10]}"
+        )
+        if quote := abstract_quote(p.abstract, MAX_LIST_ABSTRACT):
+            line += f"\n{quote}"
+        if tags and tags.get(p.id):
+            line += f"\n   {topic_tags(tags[p.id])}"
+        blocks.append(line)
+    return pack(blocks, separator="\n")
+
+
+def _cite(match: re.Match[str], answer: Answer) -> str:
+    n = int(match.group(1))
+    paper = answer.passages[n - 1].paper
+    return f'<a href="{esc(paper.url)}">[{n}]</a>'
+
+
+def answer_messages(answer: Answer, generated: str | None = None) -> list[str]:
+    """/ask's reply: where the passages come from, an optional generated answer (its [n]
+    linked to the papers), then each passage quoted with its paper's linked title and date."""
+    scope = f"on {esc(shorten(answer.topic.name, MAX_NAME))}" if answer.topic else "stored"
+    header = (
+        f"💬 <b>From {plural(answer.papers_in_scope, 'paper')} {scope}:</b>\n"
+        f"<i>{esc(shorten(answer.question, 200))}</i>"
+    )
+    if not answer.passages:
+        return [f"{header}\n\nNo stored paper speaks to that. Try other words."]
+    blocks = [header]
+    if generated:
+        linked = CITATION.sub(lambda m: _cite(m, answer), esc(generated))
+        blocks.append(f"{linked}\n<i>Written by a language model from the passages below.</i>")
+    for n, passage in enumerate(answer.passages, 1):
+        paper = passage.paper
+        blocks.append(
+            f"{n}. “{esc(passage.text)}”\n"
+            f'   — <a href="{esc(paper.url)}">{esc(shorten(paper.title, 150))}</a>,'
+            f" {paper.published[:10]}"
+        )
+    return pack(blocks)

@@ -1,0 +1,67 @@
+"""Daily upkeep: prune what has no further use, so the database grows with papers only.
+
+- Sent and dropped outbox rows older than ``OUTBOX_HORIZON``. Deduplication needs them only
+  while a round could still queue their paper again, and a round queues only papers stored in
+  that round and first published within ``matching.ALERT_MAX_AGE``: the horizon is well past
+  both. Pending rows are never touched.
+- Custom topics nobody has followed for ``UNFOLLOWED_GRACE`` (the Undo button and a change of
+  mind keep working for that long), with their matches.
+- Ingestion runs older than ``RUNS_HORIZON`` (the latest of each kind always stays).
+- Shared queries (the follow links of web pages) nobody has used for ``SHARED_QUERY_HORIZON``:
+  anyone can type a query into the web page, and each one gets a row.
+
+Then SQLite folds the write-ahead log back into the file and refreshes its statistics.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from topicpulse.models import iso, utcnow
+from topicpulse.store import Store
+from topicpulse.topics.matching import ALERT_MAX_AGE
+
+log = logging.getLogger(__name__)
+
+OUTBOX_HORIZON = timedelta(days=30)
+UNFOLLOWED_GRACE = timedelta(days=7)
+RUNS_HORIZON = timedelta(days=30)
+SHARED_QUERY_HORIZON = timedelta(days=90)
+assert OUTBOX_HORIZON > 2 * ALERT_MAX_AGE  # a pruned row's paper can never be queued again
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    outbox_rows: int
+    topics: int
+    matches: int
+    runs: int
+    shared_queries: int
+    bytes_before: int
+    bytes_after: int
+
+    def summary(self) -> str:
+        return (
+            f"maintenance: removed {self.outbox_rows} settled outbox rows, {self.topics}"
+            f" unfollowed custom topics ({self.matches} matches), {self.runs} ingestion runs,"
+            f" {self.shared_queries} unused shared queries;"
+            f" data {self.bytes_before / 1e6:.1f} MB → {self.bytes_after / 1e6:.1f} MB (freed pages"
+            " are reused)"
+        )
+
+
+async def run_maintenance(store: Store, *, now: datetime | None = None) -> Pruned:
+    """Prune the store as of ``now`` and log what was removed."""
+    now = now or utcnow()
+    before = await store.used_bytes()
+    outbox_rows = await store.prune_outbox(iso(now - OUTBOX_HORIZON))
+    topics, matches = await store.prune_unfollowed_topics(iso(now - UNFOLLOWED_GRACE))
+    runs = await store.prune_runs(iso(now - RUNS_HORIZON))
+    shared = await store.prune_shared_queries(iso(now - SHARED_QUERY_HORIZON))
+    await store.checkpoint()
+    after = await store.used_bytes()
+    pruned = Pruned(outbox_rows, topics, matches, runs, shared, before, after)
+    log.info(pruned.summary())
+    return pruned

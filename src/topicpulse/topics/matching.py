@@ -1,0 +1,253 @@
+"""Matching: after each ingestion round, which topics match the papers stored since the last one.
+
+Only the new papers are indexed (``BatchIndex``, an in-memory FTS5 table) and every live
+topic's query runs over that small index (each distinct term once, see ``match_batch``), so a
+round's cost grows with new papers and topics — never with more users. The work runs off the
+event loop, in a worker process (or thread) that reads the batch from the database file itself.
+The matches and the alerts they cause are recorded in one transaction (see
+``Store.record_matches``) — in the bot, by that same worker process, so thousands of match and
+outbox rows never cross to the bot's process; papers first published more than
+``ALERT_MAX_AGE`` ago are matched but never alerted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from topicpulse import offload
+from topicpulse.models import StoredPaper, Topic, iso, utcnow
+from topicpulse.store import BatchRow, Store, read_batch, rows
+from topicpulse.topics import query as ql
+
+log = logging.getLogger(__name__)
+
+BATCH_PAPERS = 20_000  # papers indexed at once; a larger backlog is matched in several batches
+# A paper older than this (first version) is history, not news: backfilled papers are stored
+# and matched but never alerted. Generous enough for papers held in moderation for days.
+ALERT_MAX_AGE = timedelta(days=14)
+
+
+class BatchIndex:
+    """An in-memory FTS5 index of a batch of papers, to run many topic queries over just them.
+    The papers come as stored papers or as the store's own rows (``store.BatchRow``).
+
+    It uses the store's tokenizer, so a query finds here exactly what it finds in the store.
+    Synchronous on purpose: it runs in a worker thread (``asyncio.to_thread``).
+    """
+
+    def __init__(self, papers: Iterable[StoredPaper | BatchRow]) -> None:
+        self._db = sqlite3.connect(":memory:", check_same_thread=False)
+        self._db.execute(
+            "CREATE VIRTUAL TABLE batch USING fts5(title, abstract, authors, categories,"
+            " tokenize = 'porter unicode61 remove_diacritics 2')"
+        )
+        self._db.executemany(
+            "INSERT INTO batch (rowid, title, abstract, authors, categories) VALUES (?,?,?,?,?)",
+            (_row(p) if isinstance(p, StoredPaper) else p for p in papers),
+        )
+        # one b-tree segment instead of many: prefix and phrase queries read far fewer pages
+        self._db.execute("INSERT INTO batch (batch) VALUES ('optimize')")
+
+    def match(self, fts: str) -> list[int]:
+        return [
+            r[0] for r in self._db.execute("SELECT rowid FROM batch WHERE batch MATCH ?", (fts,))
+        ]
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _row(paper: StoredPaper) -> BatchRow:
+    """The paper's searchable columns exactly as the store holds them."""
+    return (paper.id, *rows.searchable(paper))
+
+
+@dataclass(slots=True)
+class MatchRound:
+    papers: int = 0
+    topics: int = 0
+    matches: int = 0
+    alerts_queued: int = 0
+    seconds: float = 0.0
+
+
+def match_batch(
+    papers: Sequence[StoredPaper | BatchRow], topics: list[Topic]
+) -> dict[int, list[int]]:
+    """Topic id → ids of the papers in ``papers`` it matches (papers already matched skipped).
+
+    Thousands of topics share their terms ("llm", ``ti:agent*``, "reward model" …), so each
+    distinct term of the topics' parsed queries runs once on the batch index, and each topic's
+    AND/OR/NOT is evaluated over those id sets — the boolean algebra FTS5 applies, at a
+    fraction of the cost of one FTS query per topic.
+    """
+    index = BatchIndex(papers)
+    terms: dict[ql.Term, frozenset[int]] = {}
+
+    def ids(node: ql.Node) -> frozenset[int]:
+        if isinstance(node, ql.Term):
+            found = terms.get(node)
+            if found is None:
+                found = terms[node] = frozenset(index.match(ql.to_fts(node)))
+            return found
+        if isinstance(node, ql.And):
+            result = ids(node.items[0])
+            for item in node.items[1:]:
+                if not result:
+                    break
+                result = result & ids(item)
+            return result
+        if isinstance(node, ql.Or):
+            return frozenset().union(*(ids(item) for item in node.items))
+        positive = ids(node.positive)
+        return positive - ids(node.negative) if positive else positive
+
+    try:
+        return {
+            topic.id: sorted(
+                pid for pid in ids(_parsed(topic.query)) if pid > topic.matched_through
+            )
+            for topic in topics
+        }
+    finally:
+        index.close()
+
+
+def match_stored(
+    path: str, after: int, limit: int, topics: list[Topic]
+) -> tuple[int, int, dict[int, list[int]]]:
+    """``match_batch`` over the next ``limit`` papers stored after row ``after``, read from the
+    database file here (a worker process or thread) rather than sent by the event loop: (papers
+    read, the last one's row id, topic id → matched paper ids)."""
+    rows = read_batch(path, after, limit)
+    if not rows:
+        return 0, after, {}
+    through = rows[-1][0]
+    pending = [t for t in topics if t.matched_through < through]
+    return len(rows), through, match_batch(rows, pending)
+
+
+def match_and_record(
+    path: str,
+    after: int,
+    limit: int,
+    topics: list[Topic],
+    alert_published_since: str | None,
+    now: datetime,
+) -> tuple[int, int, int, int]:
+    """In a worker process: ``match_stored``, then record the matches and queue their alerts
+    through a connection of its own (``now``: the store's time for the rows). Returns (papers
+    read, the last one's row id, matches, alerts queued)."""
+    count, through, matches = match_stored(path, after, limit, topics)
+    if not count:
+        return 0, after, 0, 0
+
+    queued = Store.run_apart(
+        path,
+        now,
+        lambda store: store.record_matches(
+            matches,
+            batch_after=after,
+            batch_through=through,
+            alert_published_since=alert_published_since,
+        ),
+    )
+    return count, through, sum(map(len, matches.values())), queued
+
+
+_PARSED: dict[str, ql.Node] = {}  # stored query → AST, kept across rounds
+_MAX_PARSED = 200_000
+
+
+def _parsed(query: str) -> ql.Node:
+    node = _PARSED.get(query)
+    if node is None:
+        if len(_PARSED) >= _MAX_PARSED:
+            _PARSED.clear()
+        node = _PARSED[query] = ql.parse(query, max_length=None)
+    return node
+
+
+async def _match_next(
+    store: Store, after: int, limit: int, topics: list[Topic]
+) -> tuple[int, int, dict[int, list[int]]]:
+    """Match the next batch in a thread: read there when the store is a file (nothing but
+    topics and ids crosses to it), else read here."""
+    if store.file_backed():
+        return await asyncio.to_thread(match_stored, store.path, after, limit, topics)
+    papers = await store.papers_after(after, limit=limit)
+    if not papers:
+        return 0, after, {}
+    through = papers[-1].id
+    pending = [t for t in topics if t.matched_through < through]
+    return len(papers), through, await asyncio.to_thread(match_batch, papers, pending)
+
+
+async def match_new_papers(
+    store: Store,
+    *,
+    batch_papers: int = BATCH_PAPERS,
+    clock: Callable[[], datetime] = utcnow,
+    alerts: bool = True,
+    in_process: bool = False,
+) -> MatchRound:
+    """Match every live topic against the papers it has not seen yet; queue the alerts (for
+    papers first published within ``ALERT_MAX_AGE`` of ``clock()``, unless ``alerts`` is off).
+
+    The matching itself runs in a worker thread, or with ``in_process`` (and a store in a file)
+    in the worker process (``offload``), which also records the matches: the bot does that, so
+    its event loop never competes with that work for the GIL."""
+    started = time.monotonic()
+    result = MatchRound()
+    topics = await store.live_topics()
+    if not topics:
+        return result
+    result.topics = len(topics)
+    through = await store.max_paper_id()
+    # A topic that fell behind the rounds (its only chat came back) catches up without alerts:
+    # a round queues alerts only for papers newer than what earlier rounds fanned out.
+    fanned_out = min(await store.fanned_out_through(), through)
+    lagging = [t for t in topics if t.matched_through < fanned_out]
+    for topic in lagging:
+        await store.catch_up(topic, fanned_out)
+    if lagging:
+        topics = await store.live_topics()
+    after = min(t.matched_through for t in topics)
+    since = iso(clock() - ALERT_MAX_AGE) if alerts else None
+    while after < through:
+        if in_process and store.file_backed():  # matched and recorded by the worker
+            count, batch_through, matched, queued = await offload.run(
+                match_and_record, store.path, after, batch_papers, topics, since, store.clock()
+            )
+        else:
+            count, batch_through, matches = await _match_next(store, after, batch_papers, topics)
+            matched = sum(len(ids) for ids in matches.values())
+            queued = await store.record_matches(
+                matches,
+                batch_after=after,
+                batch_through=batch_through,
+                alert_published_since=since,
+            ) if count else 0  # fmt: skip
+        if not count:
+            break
+        result.alerts_queued += queued
+        result.papers += count
+        result.matches += matched
+        after = batch_through
+    result.seconds = time.monotonic() - started
+    if result.papers:
+        log.info(
+            "matched %d papers against %d topics: %d matches, %d alerts queued (%.2fs)",
+            result.papers,
+            result.topics,
+            result.matches,
+            result.alerts_queued,
+            result.seconds,
+        )
+    return result
