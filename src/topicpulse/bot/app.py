@@ -42,7 +42,7 @@ from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.delivery.upkeep import run_maintenance
 from topicpulse.insight import momentum
-from topicpulse.insight.llm import AnswerWriter
+from topicpulse.insight.llm import answer_writer
 from topicpulse.logs import protect_secrets
 from topicpulse.models import utcnow
 from topicpulse.sources.ingest import Ingestor
@@ -335,18 +335,6 @@ def build_application(
     handlers.register(app)
     membership.register(app)
     return app
-
-
-def answer_writer(settings: Settings) -> AnswerWriter | None:
-    """/ask's language model, when the operator configured one (URL and model)."""
-    if not (settings.llm_url and settings.llm_model):
-        return None
-    return AnswerWriter(
-        settings.llm_url,
-        settings.llm_model,
-        api_key=settings.llm_api_key,
-        timeout=settings.llm_timeout_seconds,
-    )
 
 
 def _file_url(api_url: str) -> str:

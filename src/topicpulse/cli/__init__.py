@@ -26,6 +26,7 @@ from topicpulse.cli.operating import (
     cmd_serve,
     cmd_stats,
 )
+from topicpulse.cli.papers import cmd_ask, cmd_paper, cmd_similar
 from topicpulse.cli.reading import cmd_momentum, cmd_preview, cmd_search, cmd_topics, cmd_trending
 from topicpulse.config import ConfigError, Settings, load_settings
 from topicpulse.logs import setup_logging
@@ -79,8 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
         command.add_argument("--as-of", metavar="YYYY-MM-DD", help="end of that day (default: now)")
         command.add_argument("--json", action="store_true")
 
-    preview = add("preview", cmd_preview, "papers a topic or query matches, newest first")
-    topic_or_query(preview)
+    preview = add("preview", cmd_preview, "papers a topic, query or example papers match")
+    chosen = preview.add_mutually_exclusive_group()
+    chosen.add_argument("query", nargs="?", metavar="QUERY", help="a query, e.g. 'grpo AND llm'")
+    chosen.add_argument("--topic", metavar="NAME", help="a catalogue topic name or slug")
+    chosen.add_argument(
+        "--like", metavar="ID[,ID…]", help="the topic of /follow like: 1-5 stored papers' ids"
+    )
+    preview.add_argument("--as-of", metavar="YYYY-MM-DD", help="end of that day (default: now)")
+    preview.add_argument("--json", action="store_true")
     preview.add_argument("--days", type=int, default=28, help="look back N days (default 28)")
     preview.add_argument("--limit", type=int, default=20, help="lines to print (text output)")
     mom = add("momentum", cmd_momentum, "4-week momentum and 12-week histogram")
@@ -91,6 +99,17 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--limit", type=int, default=10)
     search.add_argument("--newest", action="store_true", help="newest first instead of best first")
     search.add_argument("--json", action="store_true")
+    paper = add("paper", cmd_paper, "one stored paper in full, with its topic tags")
+    paper.add_argument("id", metavar="ID", help="an arXiv id or link, e.g. 2605.01234")
+    paper.add_argument("--json", action="store_true")
+    similar = add("similar", cmd_similar, "the stored papers most like one paper")
+    similar.add_argument("id", metavar="ID", help="an arXiv id or link, e.g. 2605.01234")
+    similar.add_argument("--limit", type=int, default=5, help="papers to list (default 5)")
+    similar.add_argument("--json", action="store_true")
+    ask = add("ask", cmd_ask, "passages of stored abstracts that answer a question")
+    ask.add_argument("question", nargs="+", metavar="QUESTION")
+    ask.add_argument("--topic", metavar="NAME", help="a catalogue topic (default: all papers)")
+    ask.add_argument("--json", action="store_true")
     trend = add("trending", cmd_trending, "catalogue topics ranked by momentum")
     trend.add_argument("--as-of", metavar="YYYY-MM-DD")
     trend.add_argument("--min-volume", type=int, default=5, help="least papers in 4 weeks")

@@ -4,7 +4,7 @@ momentum, full-text search and the trending topics; text by default, JSON with `
 from __future__ import annotations
 
 import argparse
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from topicpulse.cli.common import (
@@ -15,6 +15,8 @@ from topicpulse.cli.common import (
     topic_or_query,
 )
 from topicpulse.config import Settings
+from topicpulse.delivery import chats
+from topicpulse.delivery.chats import UserError
 from topicpulse.insight import momentum
 from topicpulse.insight.charts import render_chart
 from topicpulse.models import iso
@@ -36,17 +38,34 @@ async def cmd_topics(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+async def example_query(store: Store, ids: str, as_of: datetime) -> tuple[str, str]:
+    """The query (canonical text, FTS expression) of the topic ``/follow like <ids>`` would
+    make at ``as_of``: its words weighed over the four weeks before, as the chat does."""
+    window = [iso(as_of - momentum.WINDOW), iso(as_of)]
+    try:
+        _, rule = await chats.example_rule(store, ids.replace(",", " "), window)
+    except UserError as exc:
+        raise CommandError(str(exc).replace("/search", "topicpulse search")) from None
+    node = ql.parse(rule.query, max_length=None)
+    return ql.unparse(node), ql.to_fts(node)
+
+
 async def cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     as_of = as_of_arg(args.as_of)
+    if args.days < 1:
+        raise CommandError(f"--days {args.days}: give 1 or more")
     async with await Store.open(settings.db) as store:
-        topic, fts = await topic_or_query(store, args)
+        if args.like:
+            topic, (query, fts) = None, await example_query(store, args.like, as_of)
+        else:
+            topic, fts = await topic_or_query(store, args)
+            query = topic.query if topic else args.query
         papers = await store.matching_papers(
             topic_id=topic.id if topic else None,
             fts=fts or None,
             since=iso(as_of - timedelta(days=args.days)),
             until=iso(as_of),
         )
-    query = topic.query if topic else args.query
     heading = (
         f"{plural(len(papers), 'paper')} in the {args.days} days before {iso(as_of)[:10]}"
         f" for {query}"

@@ -103,20 +103,8 @@ async def follow(
     make: Callable[[], Awaitable[Topic]] = functools.partial(find, store, text)
     word, _, rest = text.partition(" ")
     if word.casefold() == "like" and rest.strip() and not query_only:
-        try:
-            ids = examples.parse_ids(rest)
-            found = {i: await store.get_paper(i) for i in ids}
-            papers = [p for p in found.values() if p is not None]
-            missing = [i for i, p in found.items() if p is None]
-            if missing:
-                raise UserError(
-                    f"{missing[0]} is not stored (yet): examples must be papers I have;"
-                    " /search finds them."
-                )
-            rule = await examples.like_rule(store, papers, window)
-            text = rule.query
-        except examples.ExampleError as exc:
-            raise UserError(str(exc)) from None
+        ids, rule = await example_rule(store, rest, window)
+        text = rule.query
         label = f"papers like {', '.join(ids)}"
         make = functools.partial(custom_topic, store, text, max_length=None)
     followed = [s.topic for s in await store.subscriptions(chat_id)]
@@ -148,6 +136,26 @@ async def follow(
         topic_id=topic.id, since=window[0], until=window[1], limit=3
     )
     return FollowResult(topic, added, count, latest, rule)
+
+
+async def example_rule(
+    store: Store, text: str, window: list[str]
+) -> tuple[list[str], examples.LikeRule]:
+    """The ids ``text`` names (ids or links) and the query they define as a topic
+    (``/follow like``, ``topicpulse preview --like``), its words weighed over ``window``."""
+    try:
+        ids = examples.parse_ids(text)
+        found = {i: await store.get_paper(i) for i in ids}
+        missing = [i for i, p in found.items() if p is None]
+        if missing:
+            raise UserError(
+                f"{missing[0]} is not stored (yet): examples must be papers I have;"
+                " /search finds them."
+            )
+        papers = [p for p in found.values() if p is not None]
+        return ids, await examples.like_rule(store, papers, window)
+    except examples.ExampleError as exc:
+        raise UserError(str(exc)) from None
 
 
 # ---------------------------------------------------------------------------------- shared
@@ -231,16 +239,17 @@ async def ask_question(store: Store, chat_id: int, text: str) -> ask.Answer:
             topic = await any_topic(store, chat_id, name.strip())
         if topic is not None:
             text = rest.strip()
-    return await _ask(store, text, topic)
+    return await answer_question(store, text, topic)
 
 
 async def ask_about(store: Store, chat_id: int, name: str, question: str) -> ask.Answer:
     """A question about the topic named ``name`` (a reply to "Ask about this topic")."""
     topic = await any_topic(store, chat_id, name)
-    return await _ask(store, check_argument(question, "question"), topic)
+    return await answer_question(store, check_argument(question, "question"), topic)
 
 
-async def _ask(store: Store, question: str, topic: Topic | None) -> ask.Answer:
+async def answer_question(store: Store, question: str, topic: Topic | None) -> ask.Answer:
+    """The passages of ``topic``'s papers (or all stored papers) that answer ``question``."""
     try:
         return await ask.ask(store, question, topic=topic)
     except ask.QuestionError as exc:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from topicpulse.config import Settings
 from topicpulse.insight.ask import Passage
 from topicpulse.logs import protect_secrets
 
@@ -118,3 +119,15 @@ class AnswerWriter:
     async def close(self) -> None:
         if self.client is not None:
             await self.client.aclose()
+
+
+def answer_writer(settings: Settings) -> AnswerWriter | None:
+    """/ask's language model, when the operator configured one (URL and model)."""
+    if not (settings.llm_url and settings.llm_model):
+        return None
+    return AnswerWriter(
+        settings.llm_url,
+        settings.llm_model,
+        api_key=settings.llm_api_key,
+        timeout=settings.llm_timeout_seconds,
+    )

@@ -105,6 +105,13 @@ async def rank_by_tfidf(
     store: Store, paper: StoredPaper, candidates: Sequence[StoredPaper]
 ) -> list[StoredPaper]:
     """``candidates`` ordered by TF-IDF cosine to ``paper``, closest first (stable on ties)."""
+    return [p for p, _ in await scored_by_tfidf(store, paper, candidates)]
+
+
+async def scored_by_tfidf(
+    store: Store, paper: StoredPaper, candidates: Sequence[StoredPaper]
+) -> list[tuple[StoredPaper, float]]:
+    """``candidates`` with their TF-IDF cosine to ``paper`` (0–1), closest first."""
     if not candidates:
         return []
     counts = await asyncio.to_thread(paper_stems, [paper, *candidates])
@@ -113,14 +120,21 @@ async def rank_by_tfidf(
     seed, *others = (tfidf(c, documents, total) for c in counts)
     closeness = [cosine(seed, v) for v in others]
     order = sorted(range(len(candidates)), key=lambda n: -closeness[n])
-    return [candidates[n] for n in order]
+    return [(candidates[n], closeness[n]) for n in order]
 
 
 async def similar_papers(store: Store, paper: StoredPaper, *, limit: int = 5) -> list[StoredPaper]:
     """The ``limit`` stored papers most like ``paper`` (never itself), best first."""
+    return [p for p, _ in await scored_similar_papers(store, paper, limit=limit)]
+
+
+async def scored_similar_papers(
+    store: Store, paper: StoredPaper, *, limit: int = 5
+) -> list[tuple[StoredPaper, float]]:
+    """``similar_papers`` with each one's closeness to ``paper`` (TF-IDF cosine, 0–1)."""
     fts = similarity_query(paper)
     if fts is None:
         return []
     found = await store.matching_papers(fts=fts, order="relevance", limit=CANDIDATES + 1)
     candidates = [p for p in found if p.id != paper.id][:CANDIDATES]
-    return (await rank_by_tfidf(store, paper, candidates))[:limit]
+    return (await scored_by_tfidf(store, paper, candidates))[:limit]
