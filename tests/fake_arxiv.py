@@ -18,6 +18,9 @@ Tests change ``fake.papers`` at any time, script faults for the next requests wi
 ``fake.script(...)`` (``ok()``, ``unavailable()``, ``server_error()``, ``empty_page()``,
 ``truncated()``, ``html_page()``, ``api_error()``, ``slow()``), and read ``fake.requests`` to
 check politeness (monotonic start/end times, in-flight count, User-Agent).
+
+The same server answers OAI-PMH at ``GET /oai`` (``fake.oai_url``; ``fake_oai.py`` says what it
+models), from the same papers, with the same scripted faults and request log.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from aiohttp import web
 
+from fake_oai import FakeOai
 from topicpulse.models import Paper, iso, parse_iso
 from topicpulse.sources.ingest import papers_from_listing
 from topicpulse.synthetic import ARXIV_SCHEME as ARXIV_SCHEME
@@ -293,6 +297,8 @@ class FakeArxiv:
         self._script: deque[Scripted] = deque()
         self._runner: web.AppRunner | None = None
         self._in_flight = 0
+        self.oai = FakeOai()  # GET /oai: OAI-PMH ListRecords (fake_oai.py)
+        self.oai_url = ""
 
     @staticmethod
     def _paper(paper: Paper | dict[str, Any]) -> Paper:
@@ -332,6 +338,7 @@ class FakeArxiv:
     async def start(self) -> FakeArxiv:
         app = web.Application()
         app.router.add_get("/api/query", self._handle)
+        app.router.add_get("/oai", self._handle)
         # Cancel a handler when its client hangs up (a timed-out slow response), so that the
         # in-flight count and shutdown do not wait for it.
         self._runner = web.AppRunner(
@@ -342,6 +349,7 @@ class FakeArxiv:
         await site.start()
         host, port = self._runner.addresses[0][:2]
         self.url = f"http://{host}:{port}/api/query"
+        self.oai_url = f"http://{host}:{port}/oai"
         return self
 
     async def close(self) -> None:
@@ -387,7 +395,10 @@ class FakeArxiv:
         try:
             scripted = self._script.popleft() if self._script else ok()
             record.kind = scripted.kind
-            response = await self._respond(scripted, record.params)
+            if request.path == "/oai":
+                response = await self._respond_oai(scripted, record.params)
+            else:
+                response = await self._respond(scripted, record.params)
             record.status = response.status
             record.finished = time.monotonic()
             return response
@@ -418,6 +429,20 @@ class FakeArxiv:
         if scripted.kind == "truncated":
             body = body[: len(body) // 2]
         return self._atom(body)
+
+    async def _respond_oai(self, scripted: Scripted, params: dict[str, str]) -> web.Response:
+        """OAI-PMH: the same scripted faults (503, 5xx, HTML, truncated, slow) as the API."""
+        if scripted.kind == "status":
+            headers = {"Retry-After": scripted.retry_after} if scripted.retry_after else {}
+            return web.Response(status=scripted.status, text="arXiv is busy", headers=headers)
+        if scripted.kind == "html":
+            return web.Response(body=HTML_ERROR_PAGE, content_type="text/html")
+        if scripted.kind == "slow":
+            await asyncio.sleep(scripted.seconds)
+        body = self.oai.answer(self.papers, params, self.oai_url)
+        if scripted.kind == "truncated":
+            body = body[: len(body) // 2]
+        return web.Response(body=body, content_type="text/xml", charset="utf-8")
 
     @staticmethod
     def _atom(body: bytes, status: int = 200) -> web.Response:

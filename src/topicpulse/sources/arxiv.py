@@ -289,10 +289,11 @@ class ArxivClient:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _get(self, params: dict[str, str | int]) -> httpx.Response:
+    async def _get(self, params: dict[str, str | int], url: str | None = None) -> httpx.Response:
         """One paced request: never two at once, each sent at least ``delay`` after the previous
-        one ended. (Pacing from the previous *start* lets a slow first request, e.g. one that
-        opened the connection, arrive at arXiv less than ``delay`` before the next.)"""
+        one ended, whichever of arXiv's interfaces (``url``, default the API) it goes to.
+        (Pacing from the previous *start* lets a slow first request, e.g. one that opened the
+        connection, arrive at arXiv less than ``delay`` before the next.)"""
         async with self._lock:
             wait = self._last_end + self.delay - time.monotonic()
             if wait > 0:
@@ -301,26 +302,33 @@ class ArxivClient:
             for counter in _COUNTERS.get():
                 counter[0] += 1
             try:
-                return await self._http.get(self.base_url, params=params)
+                return await self._http.get(url or self.base_url, params=params)
             finally:
                 self._last_end = time.monotonic()
 
     async def fetch(self, params: dict[str, str | int], *, keep_papers: bool = True) -> FeedPage:
         """GET with retries on 5xx/timeouts/connection errors, then parse the feed (without
         ``keep_papers``: only check it and count it, and keep its ``body``)."""
+        body = await self.get_body(params)
+        page = await offload.run(parse_feed, body, keep_papers)
+        if not keep_papers:
+            page.body = body
+        return page
+
+    async def get_body(self, params: dict[str, str | int], url: str | None = None) -> bytes:
+        """The body of a 200 answer from ``url`` (default: the API), retried with backoff on
+        5xx, 429, timeouts and connection errors, honouring Retry-After (up to 10 minutes).
+        Raises ``ArxivUnavailable`` for any other answer, and when the retries run out."""
         problem = ""
         for attempt in range(self.retries + 1):
             wait = self.backoff * 2**attempt
             try:
-                response = await self._get(params)
+                response = await self._get(params, url)
             except httpx.TransportError as exc:  # timeouts, refused or reset connections
                 problem = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             else:
                 if response.status_code == 200:
-                    page = await offload.run(parse_feed, response.content, keep_papers)
-                    if not keep_papers:
-                        page.body = response.content
-                    return page
+                    return response.content
                 problem = f"HTTP {response.status_code}"
                 if response.status_code < 500 and response.status_code != 429:
                     # arXiv explains a rejected query in an error feed; keep its words.
