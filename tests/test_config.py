@@ -3,6 +3,7 @@ folder, and one readable ``ConfigError`` line naming the variable for every bad 
 
 from __future__ import annotations
 
+from ipaddress import ip_network
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,7 @@ def test_defaults() -> None:
     )
     assert settings.admin_ids == []
     assert settings.categories == list(DEFAULT_CATEGORIES)
+    assert settings.trusted_proxies == []  # no forwarding header is believed
 
 
 def test_default_categories_cover_ai_and_ml() -> None:
@@ -54,6 +56,19 @@ def test_environment_variables_and_comma_lists(monkeypatch: pytest.MonkeyPatch) 
     assert settings.arxiv_api_url == "http://127.0.0.1:8080/api/query"
     assert settings.arxiv_delay_seconds == 0
     assert settings.telegram_bot_token == "123:TEST"
+
+
+def test_trusted_proxies_are_addresses_and_networks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TOPICPULSE_TRUSTED_PROXIES", " 10.0.0.0/8, 192.0.2.7 ,,2001:db8::/32 ")
+    assert load_settings().trusted_proxies == [
+        ip_network("10.0.0.0/8"),
+        ip_network("192.0.2.7/32"),
+        ip_network("2001:db8::/32"),
+    ]
+    monkeypatch.setenv("TOPICPULSE_TRUSTED_PROXIES", " ")
+    assert load_settings().trusted_proxies == []
+    overridden = load_settings(trusted_proxies=["fd00::/8", ip_network("172.16.0.0/12")])
+    assert overridden.trusted_proxies == [ip_network("fd00::/8"), ip_network("172.16.0.0/12")]
 
 
 def test_dotenv_in_the_working_folder_is_read(
@@ -98,6 +113,9 @@ def test_dotenv_in_the_working_folder_is_read(
         ("TOPICPULSE_ADMIN_IDS", "12,alice", "valid integer"),
         ("TOPICPULSE_ARXIV_API_URL", "ftp://export.arxiv.org", "must start with http"),
         ("TOPICPULSE_TELEGRAM_API_URL", "api.telegram.org", "must start with http"),
+        ("TOPICPULSE_TRUSTED_PROXIES", "10.0.0.0/8,router.internal", "'router.internal' is not"),
+        ("TOPICPULSE_TRUSTED_PROXIES", "10.0.0.1/8", "10.0.0.1/8 has host bits set"),
+        ("TOPICPULSE_TRUSTED_PROXIES", "10.0.0.0/33", "'10.0.0.0/33' is not an IP address"),
     ],
 )
 def test_invalid_values_name_the_variable(

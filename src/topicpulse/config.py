@@ -7,6 +7,7 @@ Validation happens once at start; a bad value raises ``ConfigError`` with one re
 from __future__ import annotations
 
 import re
+from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Annotated
 from urllib.parse import urlsplit
@@ -50,6 +51,27 @@ _SECRET = re.compile(r"[A-Za-z0-9_-]{32,256}")  # a webhook secret token (Telegr
 
 class ConfigError(Exception):
     """A setting is missing or invalid; the message is one line meant for a human."""
+
+
+def _networks(value: object) -> object:
+    """Comma-separated addresses and CIDR networks → networks (an address is its /32 or /128)."""
+    items = _split_csv(value)
+    if not isinstance(items, list | tuple):
+        return value
+    networks: list[object] = []
+    for item in items:
+        if not isinstance(item, str):
+            networks.append(item)  # already a network: pydantic checks it
+            continue
+        try:
+            networks.append(ip_network(item))
+        except ValueError as exc:
+            if "host bits set" in str(exc):
+                raise ValueError(f"{exc} (give the network, or one address)") from None
+            raise ValueError(
+                f"{item!r} is not an IP address or network (e.g. 10.0.0.0/8 or 192.0.2.7)"
+            ) from None
+    return networks
 
 
 def _split_csv(value: object) -> object:
@@ -104,6 +126,11 @@ class Settings(BaseSettings):
     # (unset: long polling). The secret token defaults to a fresh random one at every start.
     webhook_url: str | None = Field(default=None, alias="TOPICPULSE_WEBHOOK_URL")
     webhook_secret: str | None = Field(default=None, alias="TOPICPULSE_WEBHOOK_SECRET")
+    # Reverse proxies whose X-Forwarded-For names the visitor to the pages' rate limit
+    # (unset: no header is believed, every connection's own address is the visitor).
+    trusted_proxies: Annotated[list[IPv4Network | IPv6Network], NoDecode] = Field(
+        default=[], alias="TOPICPULSE_TRUSTED_PROXIES"
+    )
     # the pages' public address: /momentum and /latest then carry an "Open topic page" button
     public_url: str | None = Field(default=None, alias="TOPICPULSE_PUBLIC_URL")
     # /ask's optional generated answer: an OpenAI-compatible chat-completions endpoint.
@@ -116,6 +143,11 @@ class Settings(BaseSettings):
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _parse_networks(cls, value: object) -> object:
+        return _networks(value)
 
     @field_validator(
         "llm_url",

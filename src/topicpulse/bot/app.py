@@ -250,6 +250,7 @@ def build_application(
                     poll_seconds=settings.poll_seconds,
                     bot_username=app.bot.username,
                     clock=clock,
+                    trusted_proxies=settings.trusted_proxies,
                     delivery_state=pipeline.delivery_state,
                     webhook=Webhook(webhook_secret, queue_update(app))
                     if settings.webhook_url

@@ -121,7 +121,10 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     async with await Store.open(settings.db) as store:
         await sync_catalogue(store)
         context = WebContext(
-            store, poll_seconds=settings.poll_seconds, bot_username=settings.bot_username
+            store,
+            poll_seconds=settings.poll_seconds,
+            bot_username=settings.bot_username,
+            trusted_proxies=settings.trusted_proxies,
         )
         runner = web.AppRunner(build_web_app(context))
         await runner.setup()

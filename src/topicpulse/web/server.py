@@ -1,8 +1,10 @@
 """The web server: aiohttp routes that read ``pages`` and render Jinja2 templates (every value
 autoescaped), their JSON twins, ``/healthz``, and in webhook mode Telegram's updates.
 
-Pages are cached for the poll interval (the data changes only when a round stores papers);
-each client address may ask ``RATE`` pages a minute. A bad query or page number is a 400 page
+Pages are cached for the poll interval (the data changes only when a round stores papers) and
+served from the cache to anyone; each visitor may ask for ``RATE`` other pages a minute — a
+visitor being its address (an IPv6 one by its /64), or behind a trusted proxy the address the
+proxy forwards (``throttle.client_address``). A bad query or page number is a 400 page
 saying what is wrong, an unknown topic or paper a 404 — never a 500.
 """
 
@@ -12,7 +14,7 @@ import hmac
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,7 +31,7 @@ from topicpulse.web import deeplinks, pages, throttle
 
 log = logging.getLogger(__name__)
 
-RATE = (60, 60.0)  # pages per client address per 60 seconds
+RATE = (60, 60.0)  # uncached pages per visitor per 60 seconds
 CACHED = 500  # pages kept
 MAX_QUERY_STRING = 2_000  # characters of a query string read at all
 WEBHOOK_PATH = "/telegram"  # under TOPICPULSE_WEBHOOK_URL
@@ -61,8 +63,9 @@ class Webhook:
 
 @dataclass
 class WebContext:
-    """What the pages need: the store, the clock, the bot's username (for deep links), and the
-    delivery's state when the bot runs in this process."""
+    """What the pages need: the store, the clock, the bot's username (for deep links), the
+    delivery's state when the bot runs in this process, and the proxies whose
+    ``X-Forwarded-For`` is believed (none: the connection's address is the visitor)."""
 
     store: Store
     poll_seconds: float
@@ -71,6 +74,7 @@ class WebContext:
     delivery_state: Callable[[], str] = lambda: "not running in this process"
     monotonic: Callable[[], float] = time.monotonic
     webhook: Webhook | None = None
+    trusted_proxies: Sequence[throttle.Network] = ()
     # path → (expires, body, content type): a response object is sent once, its body any time
     _cache: OrderedDict[str, tuple[float, bytes, str]] = field(default_factory=OrderedDict)
     _hits: dict[str, list[float]] = field(default_factory=dict)
@@ -78,6 +82,12 @@ class WebContext:
     def allow(self, client: str) -> bool:
         limit, period = RATE
         return throttle.admit(self._hits, client, self.monotonic(), limit, period)
+
+    def client(self, request: web.Request) -> str:
+        """The rate limit's key of the visitor who sent ``request``."""
+        forwarded = request.headers.getall("X-Forwarded-For", [])
+        address = throttle.client_address(request.remote, forwarded, self.trusted_proxies)
+        return throttle.client_key(address)
 
     def follow_link(self, payload: str) -> str | None:
         """The Telegram deep link that starts the bot with ``payload`` (None: no bot known)."""
@@ -110,7 +120,7 @@ def _fail(request: web.Request, status: int, message: str) -> web.Response:
 
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Rate limit, cache, and bad input → 400 (never a 500 for what a client sent)."""
+    """Cache, then rate limit, and bad input → 400 (never a 500 for what a client sent)."""
     tp = request.app[_CONTEXT]
     if request.path in ("/healthz", WEBHOOK_PATH):  # the platform's and Telegram's: not limited
         return await handler(request)
@@ -118,13 +128,13 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         return _fail(
             request, 400, f"That address is too long (over {MAX_QUERY_STRING} characters)."
         )
-    if not tp.allow(request.remote or "?"):
-        return _fail(request, 429, "Too many requests — wait a minute.")
     key = request.path_qs
     cached = tp._cache.get(key)
     now = tp.monotonic()
-    if cached and cached[0] > now:
+    if cached and cached[0] > now:  # costs nothing: served to anyone, limit or not
         return web.Response(body=cached[1], content_type=cached[2], charset="utf-8")
+    if not tp.allow(tp.client(request)):
+        return _fail(request, 429, "Too many requests — wait a minute.")
     try:
         response = await handler(request)
     except (pages.PageError, UserError) as exc:
