@@ -438,6 +438,34 @@ async def test_stats_only_for_admins(bot: Bot) -> None:
     assert lines[6] == "Ingest errors (24 h): 0"
 
 
+async def test_a_stored_query_the_parser_now_rejects_costs_only_that_topic(
+    tmp_path: Path,
+) -> None:
+    """A custom topic left by an older version, whose query the parser now rejects: the round
+    (matched in the worker process) matches it from its compiled form, queues every alert, goes
+    on to spike detection, and /stats counts the topic."""
+    other = 2002
+    async with bot_session(tmp_path, papers=seed_papers()) as bot:
+        await bot.poll()
+        await bot.ask(USER, f"/follow {RL}")
+        old = await bot.store.custom_topic(name="gr*", query="gr*", normalised="gr*", fts='"gr" *')
+        await bot.store.ensure_chat(other)
+        assert await bot.store.subscribe(other, old)
+        bot.stop_delivery_worker()  # the alerts stay pending, to be counted
+        bot.arxiv.add(paper(401, "GRPO for language model alignment, after an upgrade"))
+        await bot.poll()
+        assert [i.paper_id for i in await bot.store.pending_for_chat(USER)] == [
+            (await bot.store.get_paper("2611.00401")).id  # type: ignore[union-attr]
+        ]
+        assert len(await bot.store.pending_for_chat(other)) == 1
+        stats = await bot.say(ADMIN, "/stats")
+        assert stats.text is not None
+        assert "Stale queries (last round): 1 matched as compiled, 0 skipped" in (
+            stats.text.split("\n")
+        )
+        check_traffic(bot.fake)
+
+
 async def test_unknown_command_and_plain_text_get_a_hint(
     bot: Bot, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -89,5 +89,6 @@ async def stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             outbox=await s.outbox_counts(),
             last_poll=await s.last_run("poll"),
             errors=await s.recent_run_errors(iso(tp.clock() - timedelta(days=1))),
+            unparsed=await s.unparsed_topics(),
         ),
     )

@@ -191,7 +191,10 @@ def stats(
     outbox: dict[str, int],
     last_poll: dict[str, Any] | None,
     errors: int,
+    unparsed: tuple[int, int],
 ) -> str:
+    """The administrators' figures. ``unparsed``: the topics whose stored query no longer
+    parses, (matched from their compiled form, skipped) in the last matching round."""
     poll_line = "never"
     if last_poll:
         poll_line = (
@@ -206,7 +209,8 @@ def stats(
         f"{chat_counts['subscriptions']} subscriptions\n"
         f"Queue: {outbox.get('pending', 0)} pending, {outbox.get('sent', 0)} sent, "
         f"{outbox.get('dropped', 0)} dropped\n"
-        f"Last poll: {esc(poll_line)}\nIngest errors (24 h): {errors}"
+        f"Last poll: {esc(poll_line)}\nIngest errors (24 h): {errors}\n"
+        f"Stale queries (last round): {unparsed[0]} matched as compiled, {unparsed[1]} skipped"
     )
 
 

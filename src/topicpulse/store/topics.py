@@ -161,6 +161,36 @@ class TopicQueries(Database):
         value = await self._value("SELECT value FROM engine_state WHERE key = 'fanned_out_through'")
         return int(value or 0)
 
+    async def record_unparsed_topics(self, from_compiled: int, skipped: int) -> None:
+        """What the last round that matched papers did with the topics whose stored query no
+        longer parses: matched from their compiled expression, or skipped (for /stats)."""
+        figures = {"unparsed_from_compiled": from_compiled, "unparsed_skipped": skipped}
+        if await self._unparsed_figures() == figures:
+            return  # the usual round: nothing changed, no write
+        async with self._write() as conn:
+            await conn.executemany(
+                "INSERT INTO engine_state (key, value) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                list(figures.items()),
+            )
+
+    async def unparsed_topics(self) -> tuple[int, int]:
+        """(matched from their compiled expression, skipped) in the last round that matched
+        papers: the topics whose stored query the parser now rejects."""
+        figures = await self._unparsed_figures()
+        return figures["unparsed_from_compiled"], figures["unparsed_skipped"]
+
+    async def _unparsed_figures(self) -> dict[str, int]:
+        found = await self._rows(
+            "SELECT key, value FROM engine_state"
+            " WHERE key IN ('unparsed_from_compiled', 'unparsed_skipped')"
+        )
+        return {
+            "unparsed_from_compiled": 0,
+            "unparsed_skipped": 0,
+            **{r["key"]: int(r["value"]) for r in found},
+        }
+
     async def catch_up(self, topic: Topic, through: int) -> None:
         """Match a lagging live topic (e.g. its only chat came back) against the papers up to
         ``through`` without queueing alerts, so the next round starts where the others are."""

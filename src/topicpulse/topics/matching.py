@@ -8,6 +8,11 @@ The matches and the alerts they cause are recorded in one transaction (see
 ``Store.record_matches``) — in the bot, by that same worker process, so thousands of match and
 outbox rows never cross to the bot's process; papers first published more than
 ``ALERT_MAX_AGE`` ago are matched but never alerted.
+
+A topic keeps the expression its query compiled to when it was followed, even once a stricter
+parser rejects the query (``sync_catalogue``): a round matches such a topic from that compiled
+form, or skips it if FTS5 rejects that too, and logs it; the other topics never notice. How
+many there were in the last round is kept for /stats (``Store.unparsed_topics``).
 """
 
 from __future__ import annotations
@@ -74,6 +79,8 @@ class MatchRound:
     topics: int = 0
     matches: int = 0
     alerts_queued: int = 0
+    from_compiled: int = 0  # topics whose query no longer parses, matched from their ``fts``
+    skipped: int = 0  # topics that could not be matched at all (their ``fts`` fails too)
     seconds: float = 0.0
 
 
@@ -85,7 +92,9 @@ def match_batch(
     Thousands of topics share their terms ("llm", ``ti:agent*``, "reward model" …), so each
     distinct term of the topics' parsed queries runs once on the batch index, and each topic's
     AND/OR/NOT is evaluated over those id sets — the boolean algebra FTS5 applies, at a
-    fraction of the cost of one FTS query per topic.
+    fraction of the cost of one FTS query per topic. A topic whose stored query no longer
+    parses runs its compiled expression (``topic.fts``) as one FTS query instead; one that
+    FTS5 rejects too is left out of the result (see ``_matches_of``).
     """
     index = BatchIndex(papers)
     terms: dict[ql.Term, frozenset[int]] = {}
@@ -108,29 +117,53 @@ def match_batch(
         positive = ids(node.positive)
         return positive - ids(node.negative) if positive else positive
 
+    def found(topic: Topic) -> frozenset[int] | None:
+        node = _parsed(topic.query)
+        if not isinstance(node, ql.QueryError):
+            return ids(node)
+        try:
+            return frozenset(index.match(topic.fts))
+        except sqlite3.Error:
+            return None
+
     try:
-        return {
-            topic.id: sorted(
-                pid for pid in ids(_parsed(topic.query)) if pid > topic.matched_through
-            )
-            for topic in topics
-        }
+        result = {}
+        for topic in topics:
+            hits = found(topic)
+            if hits is not None:
+                result[topic.id] = sorted(pid for pid in hits if pid > topic.matched_through)
+        return result
     finally:
         index.close()
 
 
+def _matches_of(
+    papers: Sequence[StoredPaper | BatchRow], topics: list[Topic]
+) -> tuple[dict[int, list[int]], dict[int, bool]]:
+    """``match_batch``, and the topics whose stored query no longer parses: topic id → whether
+    it was skipped (else matched from its compiled form). A skipped topic is recorded as
+    matching nothing, so its watermark moves on with the others'."""
+    matches = match_batch(papers, topics)
+    unparsed = {t.id: t.id not in matches for t in topics if _unparsable(t.query)}
+    for topic_id, skipped in unparsed.items():
+        if skipped:
+            matches[topic_id] = []
+    return matches, unparsed
+
+
 def match_stored(
     path: str, after: int, limit: int, topics: list[Topic]
-) -> tuple[int, int, dict[int, list[int]]]:
+) -> tuple[int, int, dict[int, list[int]], dict[int, bool]]:
     """``match_batch`` over the next ``limit`` papers stored after row ``after``, read from the
     database file here (a worker process or thread) rather than sent by the event loop: (papers
-    read, the last one's row id, topic id → matched paper ids)."""
+    read, the last one's row id, topic id → matched paper ids, the topics whose query no longer
+    parses → skipped, see ``_matches_of``)."""
     rows = read_batch(path, after, limit)
     if not rows:
-        return 0, after, {}
+        return 0, after, {}, {}
     through = rows[-1][0]
     pending = [t for t in topics if t.matched_through < through]
-    return len(rows), through, match_batch(rows, pending)
+    return len(rows), through, *_matches_of(rows, pending)
 
 
 def match_and_record(
@@ -140,13 +173,13 @@ def match_and_record(
     topics: list[Topic],
     alert_published_since: str | None,
     now: datetime,
-) -> tuple[int, int, int, int]:
+) -> tuple[int, int, int, int, dict[int, bool]]:
     """In a worker process: ``match_stored``, then record the matches and queue their alerts
     through a connection of its own (``now``: the store's time for the rows). Returns (papers
-    read, the last one's row id, matches, alerts queued)."""
-    count, through, matches = match_stored(path, after, limit, topics)
+    read, the last one's row id, matches, alerts queued, the unparsable topics → skipped)."""
+    count, through, matches, unparsed = match_stored(path, after, limit, topics)
     if not count:
-        return 0, after, 0, 0
+        return 0, after, 0, 0, {}
 
     queued = Store.run_apart(
         path,
@@ -158,35 +191,56 @@ def match_and_record(
             alert_published_since=alert_published_since,
         ),
     )
-    return count, through, sum(map(len, matches.values())), queued
+    return count, through, sum(map(len, matches.values())), queued, unparsed
 
 
-_PARSED: dict[str, ql.Node] = {}  # stored query → AST, kept across rounds
+_PARSED: dict[str, ql.Node | ql.QueryError] = {}  # stored query → AST (or why not), kept
 _MAX_PARSED = 200_000
 
 
-def _parsed(query: str) -> ql.Node:
+def _parsed(query: str) -> ql.Node | ql.QueryError:
+    """A stored query's AST, or the error of a query the parser now rejects."""
     node = _PARSED.get(query)
     if node is None:
         if len(_PARSED) >= _MAX_PARSED:
             _PARSED.clear()
-        node = _PARSED[query] = ql.parse(query, max_length=None)
+        try:
+            node = ql.parse(query, max_length=None)
+        except ql.QueryError as exc:  # kept without its traceback (and the frames it holds)
+            node = exc.with_traceback(None)
+        _PARSED[query] = node
     return node
+
+
+def _unparsable(query: str) -> bool:
+    return isinstance(_parsed(query), ql.QueryError)
+
+
+def _fts_accepted(fts: str) -> bool:
+    """Whether FTS5 accepts a compiled expression (tried on an empty index)."""
+    index = BatchIndex(())
+    try:
+        index.match(fts)
+        return True
+    except sqlite3.Error:
+        return False
+    finally:
+        index.close()
 
 
 async def _match_next(
     store: Store, after: int, limit: int, topics: list[Topic]
-) -> tuple[int, int, dict[int, list[int]]]:
+) -> tuple[int, int, dict[int, list[int]], dict[int, bool]]:
     """Match the next batch in a thread: read there when the store is a file (nothing but
     topics and ids crosses to it), else read here."""
     if store.file_backed():
         return await asyncio.to_thread(match_stored, store.path, after, limit, topics)
     papers = await store.papers_after(after, limit=limit)
     if not papers:
-        return 0, after, {}
+        return 0, after, {}, {}
     through = papers[-1].id
     pending = [t for t in topics if t.matched_through < through]
-    return len(papers), through, await asyncio.to_thread(match_batch, papers, pending)
+    return len(papers), through, *await asyncio.to_thread(_matches_of, papers, pending)
 
 
 async def match_new_papers(
@@ -215,18 +269,27 @@ async def match_new_papers(
     fanned_out = min(await store.fanned_out_through(), through)
     lagging = [t for t in topics if t.matched_through < fanned_out]
     for topic in lagging:
-        await store.catch_up(topic, fanned_out)
+        try:
+            await store.catch_up(topic, fanned_out)
+        except sqlite3.OperationalError:
+            if _fts_accepted(topic.fts):
+                raise  # not the topic's fault
+            # FTS5 rejects its compiled form: the batches below match it from its query, or
+            # skip it (and move it on) when that no longer parses either
     if lagging:
         topics = await store.live_topics()
     after = min(t.matched_through for t in topics)
     since = iso(clock() - ALERT_MAX_AGE) if alerts else None
+    unparsed: dict[int, bool] = {}  # over the whole round: topic id → skipped
     while after < through:
         if in_process and store.file_backed():  # matched and recorded by the worker
-            count, batch_through, matched, queued = await offload.run(
+            count, batch_through, matched, queued, found = await offload.run(
                 match_and_record, store.path, after, batch_papers, topics, since, store.clock()
             )
         else:
-            count, batch_through, matches = await _match_next(store, after, batch_papers, topics)
+            count, batch_through, matches, found = await _match_next(
+                store, after, batch_papers, topics
+            )
             matched = sum(len(ids) for ids in matches.values())
             queued = await store.record_matches(
                 matches,
@@ -236,12 +299,16 @@ async def match_new_papers(
             ) if count else 0  # fmt: skip
         if not count:
             break
+        for topic_id, skipped in found.items():
+            unparsed[topic_id] = unparsed.get(topic_id, False) or skipped
         result.alerts_queued += queued
         result.papers += count
         result.matches += matched
         after = batch_through
     result.seconds = time.monotonic() - started
     if result.papers:
+        _report_unparsed(result, topics, unparsed)
+        await store.record_unparsed_topics(result.from_compiled, result.skipped)
         log.info(
             "matched %d papers against %d topics: %d matches, %d alerts queued (%.2fs)",
             result.papers,
@@ -251,3 +318,22 @@ async def match_new_papers(
             result.seconds,
         )
     return result
+
+
+def _report_unparsed(result: MatchRound, topics: list[Topic], unparsed: dict[int, bool]) -> None:
+    """One log line for each topic whose stored query no longer parses, and their counts."""
+    for topic in topics:
+        if topic.id not in unparsed:
+            continue
+        skipped = unparsed[topic.id]
+        result.skipped += skipped
+        result.from_compiled += not skipped
+        log.warning(
+            "topic %d %r: its stored query no longer parses (%s); %s",
+            topic.id,
+            topic.query,
+            _parsed(topic.query),
+            "skipped: FTS5 rejects its compiled expression too"
+            if skipped
+            else "matched from its compiled expression",
+        )
