@@ -32,7 +32,8 @@ What it covers
   error texts and *byte* offsets as Telegram), the resulting ``entities`` in the returned
   ``Message``, and length limits counted in UTF-16 code units after entity parsing
   (4096 for text, 1024 for captions).  Leading/trailing whitespace is stripped like Telegram.
-* Errors: blocked chats (403), migrated groups (400 + ``migrate_to_chat_id``), "message is not
+* Errors: blocked chats (403), migrated groups (400 + ``migrate_to_chat_id``; optionally the
+  two service messages, ``migrate_to_chat_id`` and ``migrate_from_chat_id``), "message is not
   modified", "message to edit not found", too long / empty text, over-long ``callback_data``,
   injected failures (:meth:`FakeTelegram.fail_next`) and an unreachable period that drops
   connections (:meth:`FakeTelegram.set_unreachable`).
@@ -906,12 +907,48 @@ class FakeTelegram:
         if member is not None and member["status"] == "restricted" and not member.get(right):
             raise _bad(f"not enough rights to send {what} to the chat")
 
-    def migrate_chat(self, chat_id: int, new_chat_id: int) -> None:
-        """The group ``chat_id`` became supergroup ``new_chat_id``."""
+    def migrate_chat(
+        self,
+        chat_id: int,
+        new_chat_id: int,
+        *,
+        notify: bool = False,
+        username: str = "alice",
+        supergroup_first: bool = False,
+    ) -> tuple[int, int] | None:
+        """The group ``chat_id`` became supergroup ``new_chat_id`` (upgraded by ``username``);
+        from then on a call naming ``chat_id`` answers 400 with ``migrate_to_chat_id``.
+
+        With ``notify``, the two service messages Telegram sends are queued, one after the
+        other (a bot handling updates concurrently gets them together): in the old group a
+        message with ``migrate_to_chat_id``, in the supergroup one with
+        ``migrate_from_chat_id``; ``supergroup_first`` queues the supergroup's first. Returns
+        their update ids (old group's, supergroup's)."""
         self._migrated[chat_id] = new_chat_id
-        old = self._chats.get(chat_id, {})
+        old = self._chat(chat_id)
         title = old.get("title") or f"Group {new_chat_id}"
         self._chats[new_chat_id] = {"id": new_chat_id, "title": title, "type": "supergroup"}
+        if not notify:
+            return None
+        user = self._register_user(self._user_id_for(username), username)
+        date = int(time.time())
+        notices = {
+            chat_id: {"chat": old, "migrate_to_chat_id": new_chat_id},
+            new_chat_id: {"chat": self._chats[new_chat_id], "migrate_from_chat_id": chat_id},
+        }
+        ids: dict[int, int] = {}
+        for target in (new_chat_id, chat_id) if supergroup_first else (chat_id, new_chat_id):
+            message = {
+                "message_id": self._alloc_message_id(target),
+                "from": user,
+                "date": date,
+                **notices[target],
+            }
+            self._messages[(target, message["message_id"])] = _StoredMessage(
+                message, from_bot=False
+            )
+            ids[target] = self.add_update({"message": message})
+        return ids[chat_id], ids[new_chat_id]
 
     def fail_next(
         self,

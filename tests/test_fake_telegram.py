@@ -252,6 +252,36 @@ async def test_migrated_group(fake: FakeTelegram, bot: Bot) -> None:
     assert msg.chat.type == "supergroup"
 
 
+async def test_migration_notices_in_both_chats(fake: FakeTelegram, bot: Bot) -> None:
+    fake.user_sends(-555, "hello", chat_title="Readers", username="ann")
+    [hello] = await bot.get_updates()
+    assert fake.migrate_chat(-555, -1001234567890) is None  # by default, no updates
+    assert await bot.get_updates(offset=hello.update_id + 1) == ()
+    ids = fake.migrate_chat(-555, -1001234567890, notify=True, username="ann")
+    assert ids is not None
+    to, from_ = await bot.get_updates(offset=hello.update_id + 1)
+    assert (to.update_id, from_.update_id) == ids
+    assert to.message is not None and from_.message is not None
+    assert (to.message.chat.id, to.message.chat.type, to.message.chat.title) == (
+        -555,
+        "group",
+        "Readers",
+    )
+    assert to.message.migrate_to_chat_id == -1001234567890
+    assert to.message.from_user is not None and to.message.from_user.username == "ann"
+    assert (from_.message.chat.id, from_.message.chat.type, from_.message.chat.title) == (
+        -1001234567890,
+        "supergroup",
+        "Readers",
+    )
+    assert from_.message.migrate_from_chat_id == -555
+    assert from_.message.from_user == to.message.from_user
+    fake.migrate_chat(-556, -1001234567891, notify=True, supergroup_first=True)
+    first, second = await bot.get_updates(offset=from_.update_id + 1)
+    assert first.message is not None and first.message.migrate_from_chat_id == -556
+    assert second.message is not None and second.message.migrate_to_chat_id == -1001234567891
+
+
 async def test_send_photo_upload(fake: FakeTelegram, bot: Bot) -> None:
     png = make_png(1000, 500)
     msg = await bot.send_photo(3, png, caption="<i>chart</i>", parse_mode=ParseMode.HTML)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fake_arxiv import make_paper
-from topicpulse.models import RunStats
+from topicpulse.models import Chat, RunStats
 from topicpulse.store import (
     BackfillWindow,
     Migration,
@@ -338,6 +338,53 @@ async def test_ensure_chat_writes_only_when_new_or_changed(store: Store) -> None
         assert len(statements) > writes
     finally:
         await store._conn.set_trace_callback(None)
+
+
+async def _group_with_settings(store: Store, chat_id: int) -> tuple[Chat, list[str]]:
+    """A group following two topics, every setting changed from its default."""
+    await store.ensure_chat(chat_id, type="group", title="Readers")
+    for word in ("alpha", "beta"):
+        topic = await store.custom_topic(name=word, query=word, normalised=word, fts=word)
+        assert await store.subscribe(chat_id, topic, label=word.upper())
+    await store.update_chat(
+        chat_id,
+        paused=1,
+        mode="weekly",
+        digest_time="09:30",
+        digest_weekday=4,
+        timezone="Europe/Berlin",
+        spikes=0,
+        next_digest_at="2030-01-04T08:30:00Z",
+    )
+    group = await store.chat(chat_id)
+    assert group is not None
+    followed = [s.topic.name for s in await store.subscriptions(chat_id)]
+    assert followed == ["ALPHA", "BETA"]  # as the chat spelled them (the labels move too)
+    return group, followed
+
+
+@pytest.mark.parametrize("supergroup_spoke_first", [False, True], ids=["new-id", "known-id"])
+async def test_migrating_a_chat_a_second_time_changes_nothing(
+    store: Store, supergroup_spoke_first: bool
+) -> None:
+    """Telegram announces a migration in both chats: the second move (after the first, or at
+    the same time) finds the old row gone and does nothing, instead of failing."""
+    for old, new in ((-1, -1001), (-2, -1002)):
+        group, followed = await _group_with_settings(store, old)
+        if supergroup_spoke_first:  # a command in the supergroup before the migration
+            await store.ensure_chat(new, type="supergroup", title="Readers")
+        if old == -1:  # one after the other
+            outcomes = [await store.migrate_chat(old, new), await store.migrate_chat(old, new)]
+        else:  # concurrently
+            outcomes = await asyncio.gather(*(store.migrate_chat(old, new) for _ in range(2)))
+        assert sorted(outcomes) == [False, True]  # moved once
+        assert await store.chat(old) is None
+        assert await store.subscriptions(old) == []
+        moved = await store.chat(new)
+        assert moved == dataclasses.replace(group, chat_id=new, type="supergroup")
+        assert [s.topic.name for s in await store.subscriptions(new)] == followed
+    assert await store.chat_counts() == {"active": 2, "inactive": 0, "subscriptions": 4}
+    assert await store.migrate_chat(-1001, -1001) is False  # (a chat never moves onto itself)
 
 
 async def test_a_users_read_goes_ahead_of_background_reads(store: Store) -> None:

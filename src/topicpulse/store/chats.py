@@ -91,9 +91,17 @@ class ChatQueries(Database):
             )
             return cur.rowcount
 
-    async def migrate_chat(self, old_chat_id: int, new_chat_id: int) -> None:
-        """A group became a supergroup: move the chat (subscriptions, outbox) to its new id."""
+    async def migrate_chat(self, old_chat_id: int, new_chat_id: int) -> bool:
+        """A group became a supergroup: move the chat (settings, subscriptions, outbox) to its
+        new id, in one transaction. False, and nothing changed, when the old id has no row:
+        the chat already moved (Telegram announces a migration twice, once in each chat, and a
+        send to the old id learns of it too; whichever comes second finds nothing to move)."""
+        if old_chat_id == new_chat_id:
+            return False
         async with self._write() as conn:
+            async with conn.execute("SELECT 1 FROM chats WHERE chat_id = ?", (old_chat_id,)) as cur:
+                if await cur.fetchone() is None:
+                    return False
             async with conn.execute("SELECT 1 FROM chats WHERE chat_id = ?", (new_chat_id,)) as cur:
                 exists = await cur.fetchone()
             if exists:  # the new id already talked to us: the group's settings and follows move
@@ -121,6 +129,7 @@ class ChatQueries(Database):
                     " WHERE chat_id = ?",
                     (new_chat_id, self._now(), old_chat_id),
                 )
+        return True
 
     async def chat_counts(self) -> dict[str, int]:
         row = await self._row(
