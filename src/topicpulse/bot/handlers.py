@@ -155,9 +155,8 @@ async def chat_migrated(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
         old, new = message.migrate_from_chat_id, message.chat.id
     else:
         return
-    store = services(context).store
-    if await store.chat(old) is not None:
-        await store.migrate_chat(old, new)
+    # Both updates come (one per chat), perhaps at once: the store moves the chat only once.
+    if await services(context).store.migrate_chat(old, new):
         log.info("chat %s migrated to %s", old, new)
 
 
