@@ -252,6 +252,35 @@ async def test_a_failed_backfill_day_is_skipped_then_retried(
     assert third.ok and (third.new, third.requests) == (0, 0) and fake.requests == []
 
 
+async def test_an_empty_weekday_is_not_complete_until_it_has_papers(
+    store: Store, client: ArxivClient, fake: FakeArxiv
+) -> None:
+    """arXiv has answered 200 with no results for minutes at a time: a weekday that comes back
+    empty is asked for again by the next backfill, not recorded done for good (issue 23 §5).
+    An empty Saturday or Sunday is complete: few papers are submitted then."""
+    days = [TODAY - timedelta(days=n) for n in range(7, 0, -1)]
+    weekday = next(d for d in days if d.weekday() < 5)
+    weekend = next(d for d in days if d.weekday() >= 5)
+    papers = [
+        make_paper(f"2605.{n:02d}001", datetime(*d.timetuple()[:3], 10, tzinfo=UTC))
+        for n, d in enumerate(days)
+    ]
+    missing = {weekday, weekend}
+    fake.replace(p for p, d in zip(papers, days, strict=True) if d not in missing)
+    ingestor = make_ingestor(store, client)
+    first, _ = await ingestor.backfill(1, include_today=False)
+    assert first.ok and first.new == 5
+    assert await store.completed_backfill_windows("cs.CL cs.LG") == {
+        d.isoformat() for d in days if d != weekday
+    }
+    fake.replace(papers)  # arXiv answers properly again
+    fake.reset_requests()
+    second, _ = await ingestor.backfill(1, include_today=False)
+    assert second.ok and second.new == 1 and second.requests == 1
+    assert [day_of(r.params) for r in fake.requests] == [weekday.isoformat()]
+    assert weekday.isoformat() in await store.completed_backfill_windows("cs.CL cs.LG")
+
+
 async def test_a_backfill_stops_when_arxiv_seems_down(
     store: Store, client: ArxivClient, fake: FakeArxiv
 ) -> None:

@@ -265,7 +265,10 @@ class Ingestor:
         # using the same client at the same time.
         with self.client.count_requests() as sent:
             try:
-                result = await self._store(await fetch(), window)
+                pages = await fetch()
+                if window is not None and not _complete(pages, window):
+                    window = None  # stored, but the day stays missing: asked for again
+                result = await self._store(pages, window)
                 stats.new, stats.updated = result.new, result.updated
             except (ArxivUnavailable, FeedError, RoundFailed) as exc:
                 stats.ok, stats.errors, stats.message = False, 1, str(exc)
@@ -288,6 +291,19 @@ class Ingestor:
                 kind, stats.requests, stats.new, stats.updated, stats.duration_s,
             )  # fmt: skip
         return stats, result
+
+
+def _complete(pages: list[FeedPage], window: BackfillWindow) -> bool:
+    """Whether a day's answer may be recorded as the whole day. arXiv has answered HTTP 200 with
+    no results for minutes at a time: a weekday (Monday-Friday) that comes back empty is not
+    taken as complete, and a later backfill asks again; an empty weekend day is (few papers
+    are submitted then). A weekday truly without papers costs one request a backfill."""
+    if any(page.total_results or page.entries for page in pages):
+        return True
+    if date.fromisoformat(window.start).weekday() >= 5:
+        return True
+    log.warning("arXiv found no papers for weekday %s: not recorded as complete", window.start)
+    return False
 
 
 def store_feeds(
