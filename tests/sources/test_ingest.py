@@ -30,6 +30,7 @@ from topicpulse.sources import ingest
 from topicpulse.sources.arxiv import USER_AGENT, ArxivClient
 from topicpulse.sources.ingest import Ingestor
 from topicpulse.store import Store
+from waiting import wait_for
 
 NOW = datetime(2026, 5, 23, 12, 0, tzinfo=UTC)
 TODAY = NOW.date()
@@ -279,6 +280,25 @@ async def test_an_empty_weekday_is_not_complete_until_it_has_papers(
     assert second.ok and second.new == 1 and second.requests == 1
     assert [day_of(r.params) for r in fake.requests] == [weekday.isoformat()]
     assert weekday.isoformat() in await store.completed_backfill_windows("cs.CL cs.LG")
+
+
+async def test_polls_run_between_the_days_of_a_long_backfill(
+    store: Store, client: ArxivClient, fake: FakeArxiv
+) -> None:
+    """A first deploy's backfill takes hours at arXiv's pace; the ingest lock is held a day at
+    a time, so a poll started meanwhile runs between two days instead of after the last one
+    (issue 23 §1: before, the poll waited for the whole backfill)."""
+    fake.replace(make_paper(f"2605.0000{n}", ago(n, hours=0.2)) for n in range(8))
+    fake.script(*[slow(0.1)] * 8)  # each backfill day answers slowly
+    ingestor = make_ingestor(store, client)
+    backfill = asyncio.create_task(ingestor.backfill(1, include_today=False))
+    await wait_for(lambda: len(fake.requests) >= 1, timeout=10, what="the backfill to start")
+    polled, _ = await ingestor.poll()
+    assert polled.ok and not backfill.done()
+    days_before_the_poll = [r for r in fake.requests if "submittedDate" in r.params["search_query"]]
+    assert 1 <= len(days_before_the_poll) < 7
+    stats, _ = await backfill
+    assert stats.ok and len(await store.completed_backfill_windows("cs.CL cs.LG")) == 7
 
 
 async def test_a_backfill_stops_when_arxiv_seems_down(

@@ -225,25 +225,33 @@ async def test_hostile_input_gets_an_escaped_page_or_a_clear_error(
         assert re.search(r'<p class="error">[^<]+</p>', body)  # ours; a 10 KB line is aiohttp's
 
 
-async def test_health_says_when_polls_are_stale(tmp_path: Path) -> None:
+async def test_health_is_liveness_and_freshness_is_asked_apart(tmp_path: Path) -> None:
+    """/healthz (the platform's check) answers 200 from the first second, before any poll (a
+    first deploy's long backfill); /healthz/fresh says whether arXiv was read recently
+    (issue 23 §1: before, /healthz was 503 until a poll had succeeded)."""
     clock = [NOW]
     async with await Store.open(tmp_path / "h.db", clock=lambda: clock[0]) as store:
         client = await serve(store, NOW)
         try:
-            response = await client.get("/healthz")
-            assert response.status == 503  # nothing polled yet
-            assert (await response.json())["last_successful_poll"] is None
+            live = await client.get("/healthz")
+            body = await live.json()
+            assert live.status == 200 and body["status"] == "ok" and body["fresh"] is False
+            assert body["last_successful_poll"] is None
+            fresh = await client.get("/healthz/fresh")
+            assert fresh.status == 503  # nothing polled yet
+            assert (await fresh.json())["status"] == "stale"
             clock[0] = NOW - timedelta(minutes=10)
             await store.finish_run(await store.start_run("poll"), RunStats(kind="poll"))
-            ok = await client.get("/healthz")
+            ok = await client.get("/healthz/fresh")
             body = await ok.json()
-            assert ok.status == 200 and body["status"] == "ok"
+            assert ok.status == 200 and body["status"] == "ok" and body["fresh"] is True
             assert body["seconds_since_poll"] == 600 and body["outbox_pending"] == 0
         finally:
             await client.close()
         stale = await serve(store, NOW + timedelta(hours=2))  # 3 poll intervals = 1.5 h
         try:
-            assert (await stale.get("/healthz")).status == 503
+            assert (await stale.get("/healthz/fresh")).status == 503
+            assert (await stale.get("/healthz")).status == 200
         finally:
             await stale.close()
 

@@ -191,43 +191,45 @@ class Ingestor:
         (with ``include_today``) today so far, which is never recorded as complete.
 
         Returns the summed stats and the row ids of all papers it stored new. A failed day is
-        skipped (the next call retries it); three failed days in a row stop the backfill.
+        skipped (the next call retries it); three failed days in a row stop the backfill. The
+        ingest lock is held for one day at a time, so a first deploy's long backfill does not
+        hold up the polls (they run between its days).
         """
-        async with self._lock:
-            today = self.clock().date()
-            todo: list[tuple[date, BackfillWindow | None]] = [
-                (day, BackfillWindow(self.categories_key, day.isoformat(), day.isoformat()))
-                for day in await self.missing_days(weeks)
-            ]
-            if include_today:
-                todo.append((today, None))
-            total_days = len(self.backfill_days(weeks)) + int(include_today)
-            total = RunStats(kind="backfill")
-            new_ids: list[int] = []
-            failed: list[str] = []
-            failed_in_a_row = 0
-            for index, (day, window) in enumerate(todo, start=1):
+        today = self.clock().date()
+        todo: list[tuple[date, BackfillWindow | None]] = [
+            (day, BackfillWindow(self.categories_key, day.isoformat(), day.isoformat()))
+            for day in await self.missing_days(weeks)
+        ]
+        if include_today:
+            todo.append((today, None))
+        total_days = len(self.backfill_days(weeks)) + int(include_today)
+        total = RunStats(kind="backfill")
+        new_ids: list[int] = []
+        failed: list[str] = []
+        failed_in_a_row = 0
+        for index, (day, window) in enumerate(todo, start=1):
+            async with self._lock:  # a day at a time: polls run between the days
                 stats, result = await self._round(
                     "backfill", lambda day=day: self._fetch_day(day), window=window
                 )
-                for name in ("requests", "new", "updated", "errors", "duration_s"):
-                    setattr(total, name, getattr(total, name) + getattr(stats, name))
-                new_ids.extend(result.new_ids)
-                if progress:
-                    progress(total_days - len(todo) + index, total_days, day.isoformat())
-                if stats.ok:
-                    failed_in_a_row = 0
-                    continue
-                # A day that keeps failing must not block the days after it: go on, and stop
-                # only when arXiv seems down (several days in a row); missing days are retried.
-                failed.append(day.isoformat())
-                failed_in_a_row += 1
-                total.ok = False
-                total.message = f"failed days: {', '.join(failed)} ({stats.message})"
-                if failed_in_a_row >= FAILED_DAYS_IN_A_ROW:
-                    total.message = f"stopped at {day}: {total.message}"
-                    break
-            return total, new_ids
+            for name in ("requests", "new", "updated", "errors", "duration_s"):
+                setattr(total, name, getattr(total, name) + getattr(stats, name))
+            new_ids.extend(result.new_ids)
+            if progress:
+                progress(total_days - len(todo) + index, total_days, day.isoformat())
+            if stats.ok:
+                failed_in_a_row = 0
+                continue
+            # A day that keeps failing must not block the days after it: go on, and stop
+            # only when arXiv seems down (several days in a row); missing days are retried.
+            failed.append(day.isoformat())
+            failed_in_a_row += 1
+            total.ok = False
+            total.message = f"failed days: {', '.join(failed)} ({stats.message})"
+            if failed_in_a_row >= FAILED_DAYS_IN_A_ROW:
+                total.message = f"stopped at {day}: {total.message}"
+                break
+        return total, new_ids
 
     @property
     def _elsewhere(self) -> bool:

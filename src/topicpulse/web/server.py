@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+import sqlite3
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
@@ -35,6 +36,7 @@ RATE = (60, 60.0)  # uncached pages per visitor per 60 seconds
 CACHED = 500  # pages kept
 MAX_QUERY_STRING = 2_000  # characters of a query string read at all
 WEBHOOK_PATH = "/telegram"  # under TOPICPULSE_WEBHOOK_URL
+UNLIMITED = ("/healthz", "/healthz/fresh", WEBHOOK_PATH)  # never rate limited
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -122,7 +124,7 @@ def _fail(request: web.Request, status: int, message: str) -> web.Response:
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Cache, then rate limit, and bad input → 400 (never a 500 for what a client sent)."""
     tp = request.app[_CONTEXT]
-    if request.path in ("/healthz", WEBHOOK_PATH):  # the platform's and Telegram's: not limited
+    if request.path in UNLIMITED:  # the platform's, monitoring's and Telegram's
         return await handler(request)
     if len(request.query_string) > MAX_QUERY_STRING:
         return _fail(
@@ -219,24 +221,43 @@ async def paper(request: web.Request) -> web.Response:
     return _html("paper.html", card=card, like=like)
 
 
-async def health(request: web.Request) -> web.Response:
-    """200 while polls succeed and delivery runs; 503 when the last successful poll is older
-    than 3 poll intervals, or delivery is halted."""
+async def _health_body(request: web.Request) -> dict[str, object]:
     tp = request.app[_CONTEXT]
     run = await tp.store.last_run("poll", ok=True)
     last = run["finished_at"] if run else None
     age = (tp.clock() - parse_iso(last)).total_seconds() if last else None
     state = tp.delivery_state()
     depth = (await tp.store.outbox_counts()).get("pending", 0)
-    stale = age is None or age > 3 * tp.poll_seconds
-    body = {
-        "status": "unhealthy" if stale or state == "halted" else "ok",
+    fresh = age is not None and age <= 3 * tp.poll_seconds and state != "halted"
+    return {
+        "status": "ok",
+        "fresh": fresh,
         "last_successful_poll": last,
         "seconds_since_poll": None if age is None else round(age),
         "outbox_pending": depth,
         "delivery": state,
     }
-    return web.json_response(body, status=503 if body["status"] != "ok" else 200)
+
+
+async def health(request: web.Request) -> web.Response:
+    """Liveness, for the platform's health check: 200 while the process answers and its store
+    can be read, from the first second (a first deploy's long backfill included). Whether
+    arXiv was read recently is ``/healthz/fresh``'s question; the body says both."""
+    try:
+        body = await _health_body(request)
+    except sqlite3.Error as exc:
+        return web.json_response({"status": "unhealthy", "error": str(exc)}, status=503)
+    return web.json_response(body)
+
+
+async def freshness(request: web.Request) -> web.Response:
+    """Freshness, for monitoring: 200 while polls succeed and delivery runs; 503 when the last
+    successful poll is older than 3 poll intervals (or none has succeeded yet), or delivery is
+    halted. Not for a platform's health check: a restart does not make arXiv answer."""
+    body = await _health_body(request)
+    if not body["fresh"]:
+        body["status"] = "stale"
+    return web.json_response(body, status=200 if body["fresh"] else 503)
 
 
 async def telegram_update(request: web.Request) -> web.Response:
@@ -275,6 +296,7 @@ def build_web_app(context: WebContext) -> web.Application:
     app.router.add_get("/papers/{arxiv_id:.+}", paper)
     app.router.add_get("/api/papers/{arxiv_id:.+}", paper)
     app.router.add_get("/healthz", health)
+    app.router.add_get("/healthz/fresh", freshness)
     app.router.add_post(WEBHOOK_PATH, telegram_update)
     return app
 
