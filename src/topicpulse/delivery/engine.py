@@ -5,6 +5,7 @@ something due and sends each one's messages in order (``sending.Courier``); see
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -174,9 +175,10 @@ class Delivery(Courier):
             chat_id = outgoing[-1].chat_id
             if not complete or len(items) < BATCH:
                 break
-        if digest_due and complete:
+        if digest_due and complete:  # from the schedule read above, unless it changed since
             due = next_digest_at(chat, now)
-            await self.store.update_chat(chat_id, next_digest_at=iso(due) if due else None)
+            moved = dataclasses.replace(chat, chat_id=chat_id)  # (group → supergroup)
+            await self.store.advance_digest(moved, iso(due) if due else None)
 
     async def _spikes(self, chat_id: int, charts: _Charts) -> list[Outgoing]:
         messages: list[Outgoing] = []
@@ -202,4 +204,4 @@ class Delivery(Courier):
         """Digest time came with nothing to send: no message, just schedule the next one."""
         for chat in await self.store.idle_digest_chats_due(iso(now)):
             due = next_digest_at(chat, now)
-            await self.store.update_chat(chat.chat_id, next_digest_at=iso(due) if due else None)
+            await self.store.advance_digest(chat, iso(due) if due else None)

@@ -77,6 +77,28 @@ class ChatQueries(Database):
                 (*settings.values(), self._now(), chat_id),
             )
 
+    async def advance_digest(self, chat: Chat, next_digest_at: str | None) -> bool:
+        """Set the chat's next digest time, computed by a digest pass from ``chat`` (its row as
+        the pass read it) — unless the schedule changed since (a /digest or /timezone set its
+        own next digest time meanwhile): then nothing is written. True if written."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "UPDATE chats SET next_digest_at = ?, updated_at = ? WHERE chat_id = ?"
+                " AND mode = ? AND digest_time = ? AND digest_weekday = ? AND timezone = ?"
+                " AND next_digest_at IS ?",
+                (
+                    next_digest_at,
+                    self._now(),
+                    chat.chat_id,
+                    chat.mode,
+                    chat.digest_time,
+                    chat.digest_weekday,
+                    chat.timezone,
+                    chat.next_digest_at,
+                ),
+            )
+            return cur.rowcount > 0
+
     async def deactivate_chat(self, chat_id: int, reason: str) -> int:
         """Mark a chat inactive (blocked us, deleted) and drop its pending deliveries."""
         async with self._write() as conn:

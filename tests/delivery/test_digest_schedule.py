@@ -1,0 +1,80 @@
+"""A digest pass and a schedule change at the same time (issue tracker, defect 8): the pass read
+the chat before sending, the chat's /digest or /timezone lands while the digest is in flight,
+and the next digest time the pass writes afterwards must not undo the change."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+from test_delivery import FakeSender
+
+from fanout import fill_outbox
+from topicpulse.delivery import Delivery, chats
+from topicpulse.models import Chat
+from topicpulse.store import Store
+from waiting import wait_for
+
+NOW = datetime(2027, 1, 11, 9, 0, tzinfo=UTC)  # a Monday; the daily 08:00 digest is due
+CHAT = 1
+
+
+async def digest_chat(store: Store) -> None:
+    """Chat 1 with three papers waiting for its daily 08:00 (UTC) digest, due an hour ago."""
+    await fill_outbox(store, [CHAT], alerts=3)
+    await store.update_chat(
+        CHAT,
+        mode="daily",
+        digest_time="08:00",
+        timezone="UTC",
+        next_digest_at="2027-01-11T08:00:00Z",
+    )
+
+
+def schedule(chat: Chat | None) -> tuple[object, ...]:
+    assert chat is not None
+    return (chat.mode, chat.digest_time, chat.digest_weekday, chat.timezone, chat.next_digest_at)
+
+
+async def test_a_digest_pass_schedules_the_next_digest(store: Store) -> None:
+    await digest_chat(store)
+    sender = FakeSender()
+    assert await Delivery(store, sender, clock=lambda: NOW).run_once() == 3
+    assert len(sender.texts_to(CHAT)) == 1  # one digest
+    chat = await store.chat(CHAT)
+    assert chat is not None and chat.next_digest_at == "2027-01-12T08:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        ("digest", ["weekly", "18:30", "fri"]),
+        ("digest", ["daily", "08:00"]),  # the same schedule again: from now, i.e. tomorrow
+        ("digest", ["instant"]),
+        ("timezone", "America/New_York"),
+    ],
+    ids=["weekly", "same-daily", "instant", "timezone"],
+)
+async def test_a_schedule_change_during_the_digest_is_kept(
+    store: Store, change: tuple[str, object]
+) -> None:
+    await digest_chat(store)
+    sender = FakeSender()
+    sender.hold()  # the digest stays in flight until the change is made
+    engine = Delivery(store, sender, clock=lambda: NOW)
+    delivering = asyncio.create_task(engine.run_once())
+    await wait_for(lambda: sender.in_flight, what="the digest to be in flight")
+    what, args = change
+    if what == "digest":
+        assert isinstance(args, list)
+        changed = await chats.set_digest(store, CHAT, args, now=NOW)
+    else:
+        assert isinstance(args, str)
+        changed = await chats.set_timezone(store, CHAT, args, now=NOW)
+    sender.release()
+    assert await delivering == 3
+    assert len(sender.texts_to(CHAT)) == 1
+    assert schedule(await store.chat(CHAT)) == schedule(changed)
+    await engine.run_once()  # and the next pass leaves it alone too
+    assert schedule(await store.chat(CHAT)) == schedule(changed)
