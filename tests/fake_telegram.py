@@ -110,6 +110,15 @@ __all__ = [
 MAX_TEXT_LENGTH = 4096
 MAX_CAPTION_LENGTH = 1024
 MAX_CALLBACK_DATA_BYTES = 64
+#: The placeholder ``from`` of messages sent on behalf of a chat: an anonymous group
+#: administrator (every one, in every group), and a channel posting as itself.
+ANONYMOUS_ADMIN = {
+    "id": 1087968824,
+    "is_bot": True,
+    "first_name": "Group",
+    "username": "GroupAnonymousBot",
+}
+CHANNEL_BOT = {"id": 136817688, "is_bot": True, "first_name": "Channel", "username": "Channel_Bot"}
 #: Methods that count against flood control (when ``enforce_limits`` is on).
 RATE_LIMITED_METHODS = frozenset(
     {"sendMessage", "sendPhoto", "sendDocument", "editMessageText", "copyMessage", "forwardMessage"}
@@ -620,6 +629,7 @@ class FakeTelegram:
         chat_title: str | None = None,
         username: str = "alice",
         reply_to: int | None = None,
+        sender_chat: int | None = None,
     ) -> int:
         """Queue a ``message`` update as if a user typed ``text``; returns the update id.
         ``reply_to``: the id of a message in the chat this one replies to (Telegram then
@@ -628,11 +638,25 @@ class FakeTelegram:
         A negative ``chat_id`` makes it a group (``-100XXXXXXXXXX`` a supergroup) even if
         ``chat_type`` is left at ``"private"``.  ``user_id`` defaults to ``chat_id`` in private
         chats and to a stable per-``username`` id in groups.
+
+        ``sender_chat``: the message is sent on behalf of a chat, in a group. ``chat_id``
+        itself: an anonymous administrator (``from`` is Telegram's placeholder user
+        @GroupAnonymousBot, the same for every anonymous admin of every group); another id: a
+        channel posting as itself (``from`` is @Channel_Bot). ``user_id`` and ``username``
+        are then not shown.
         """
         chat = self._register_chat(chat_id, chat_type, chat_title, username)
-        if user_id is None:
-            user_id = chat_id if chat["type"] == "private" else self._user_id_for(username)
-        user = self._register_user(user_id, username)
+        if sender_chat is not None:
+            if chat["type"] not in ("group", "supergroup"):
+                raise ValueError("only a group's messages are sent on behalf of a chat")
+            if sender_chat == chat_id:
+                user, on_behalf = dict(ANONYMOUS_ADMIN), chat
+            else:
+                user, on_behalf = dict(CHANNEL_BOT), self._channel(sender_chat)
+        else:
+            if user_id is None:
+                user_id = chat_id if chat["type"] == "private" else self._user_id_for(username)
+            user = self._register_user(user_id, username)
         message: dict[str, Any] = {
             "message_id": self._alloc_message_id(chat_id),
             "from": user,
@@ -640,6 +664,8 @@ class FakeTelegram:
             "date": int(time.time()),
             "text": text,
         }
+        if sender_chat is not None:
+            message["sender_chat"] = on_behalf
         if reply_to is not None:
             replied = self._messages[(chat_id, reply_to)].data
             message["reply_to_message"] = {
@@ -1197,6 +1223,17 @@ class FakeTelegram:
             return known
         self._chats[chat_id] = chat
         return chat
+
+    def _channel(self, chat_id: int) -> dict[str, Any]:
+        """A channel's chat (registered as one on first sight)."""
+        known = self._chats.get(chat_id)
+        if known is not None and known.get("type") == "channel":
+            return known
+        if chat_id > -1_000_000_000_000:
+            raise ValueError(f"{chat_id} is not a channel id (-100XXXXXXXXXX)")
+        channel = {"id": chat_id, "title": f"Channel {chat_id}", "type": "channel"}
+        self._chats[chat_id] = channel
+        return channel
 
     def _chat(self, chat_id: int) -> dict[str, Any]:
         chat = self._chats.get(chat_id)

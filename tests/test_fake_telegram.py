@@ -282,6 +282,31 @@ async def test_migration_notices_in_both_chats(fake: FakeTelegram, bot: Bot) -> 
     assert second.message is not None and second.message.migrate_to_chat_id == -1001234567891
 
 
+async def test_messages_sent_on_behalf_of_a_chat(fake: FakeTelegram, bot: Bot) -> None:
+    fake.user_sends(-555, "/pause", chat_title="Readers", sender_chat=-555)  # anonymous admin
+    fake.user_sends(-1001234567890, "hi", sender_chat=-1009876543210)  # a channel speaks
+    fake.user_sends(-555, "me", username="ann")
+    anonymous, channel, ann = await bot.get_updates()
+    assert anonymous.message is not None and anonymous.message.from_user is not None
+    assert anonymous.message.from_user.to_dict() == {
+        "id": 1087968824,
+        "is_bot": True,
+        "first_name": "Group",
+        "username": "GroupAnonymousBot",
+    }
+    assert anonymous.message.sender_chat == anonymous.message.chat
+    assert anonymous.message.sender_chat.title == "Readers"
+    assert channel.message is not None and channel.message.sender_chat is not None
+    assert channel.message.sender_chat.type == "channel"
+    assert channel.message.sender_chat.id == -1009876543210
+    assert channel.message.from_user is not None
+    assert channel.message.from_user.username == "Channel_Bot"
+    assert ann.message is not None and ann.message.sender_chat is None
+    assert ann.message.from_user is not None and ann.message.from_user.username == "ann"
+    with pytest.raises(ValueError, match="on behalf of a chat"):
+        fake.user_sends(1, "hi", sender_chat=1)  # private chats have no senders but users
+
+
 async def test_send_photo_upload(fake: FakeTelegram, bot: Bot) -> None:
     png = make_png(1000, 500)
     msg = await bot.send_photo(3, png, caption="<i>chart</i>", parse_mode=ParseMode.HTML)

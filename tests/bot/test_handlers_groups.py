@@ -9,10 +9,12 @@ from pathlib import Path
 import pytest
 
 from bot_harness import RL, Bot, bot_session, check_traffic, links, seed_papers, topic_id
+from topicpulse.bot import common
 
 GROUP = -4001  # a basic group
 ADMIN_ID, MEMBER_ID = 777, 888
 REFUSAL = "Sorry — only this group's administrators can change its topics or settings."
+TOO_FAST = "You are sending commands too fast. Please wait a minute."
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -152,6 +154,34 @@ async def test_anonymous_administrator(bot: Bot) -> None:
     assert paused.text == "⏸ Paused: no alerts until /resume."
     chat = await bot.store.chat(GROUP)
     assert chat is not None and chat.paused and chat.title == "Readers"
+
+
+async def test_anonymous_administrators_of_each_group_have_their_own_allowance(
+    bot: Bot, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every anonymous admin of every group is the same placeholder user (@GroupAnonymousBot):
+    the command limit counts by the chat they speak for, so one group using up its allowance
+    leaves every other group's, and each person's, alone."""
+    monkeypatch.setattr(common, "COMMAND_RATE", (3, 60.0))
+    other = -4002
+    for _ in range(3):
+        [shown] = await bot.ask(GROUP, "/settings", sender_chat=GROUP)
+        assert shown.text is not None and shown.text.startswith("<b>Settings</b>")
+    [slow] = await bot.ask(GROUP, "/settings", sender_chat=GROUP)
+    assert slow.text == TOO_FAST
+    assert await bot.ask(GROUP, "/pause", sender_chat=GROUP) == []  # told once, then ignored
+    [paused] = await bot.ask(other, "/pause", sender_chat=other)  # another group's admins
+    assert paused.text == "⏸ Paused: no alerts until /resume."
+    [shown] = await by_member(bot, "/settings")  # a member of the limited group: their own
+    assert shown.text is not None and shown.text.startswith("<b>Settings</b>")
+    for _ in range(3):  # a person using up their allowance limits no group's admins
+        await by_admin(bot, "/settings", chat=other)
+    [slow] = await by_admin(bot, "/settings", chat=other)
+    assert slow.text == TOO_FAST
+    [resumed] = await bot.ask(other, "/resume", sender_chat=other)
+    assert resumed.text == "▶️ Resumed: new papers will arrive again."
+    chat = await bot.store.chat(GROUP)
+    assert chat is not None and not chat.paused
 
 
 async def test_migration_message_moves_the_group(bot: Bot) -> None:

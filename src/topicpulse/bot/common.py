@@ -36,8 +36,8 @@ from topicpulse.models import utcnow
 from topicpulse.store import Store, interactive
 from topicpulse.web import throttle
 
-COMMAND_RATE = (20, 60.0)  # per user: at most 20 commands per 60 seconds
-RATE_MEMORY = 10_000  # users remembered by the rate limit before idle ones are forgotten
+COMMAND_RATE = (20, 60.0)  # per sender: at most 20 commands per 60 seconds
+RATE_MEMORY = 10_000  # senders remembered by the rate limit before idle ones are forgotten
 EDITS_REMEMBERED = 2_000  # messages whose last edit is remembered (double taps)
 NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 NOT_ADMIN = "Sorry — only this group's administrators can change its topics or settings."
@@ -69,21 +69,22 @@ class BotContext:
     topic_filters: OrderedDict[str, str] = field(default_factory=OrderedDict)
     answer_writer: AnswerWriter | None = None  # /ask's generated answer, when configured
 
-    def allow(self, user_id: int) -> bool:
-        """Per-user command rate limit (a sliding window, in memory)."""
+    def allow(self, sender_id: int) -> bool:
+        """Per-sender command rate limit (a sliding window, in memory); ``sender_id`` is
+        ``sender_of``'s: a user's id, or a chat's (negative) when a message speaks for one."""
         limit, period = COMMAND_RATE
         now = self.monotonic()
-        allowed = throttle.admit(self._recent, user_id, now, limit, period, RATE_MEMORY)
+        allowed = throttle.admit(self._recent, sender_id, now, limit, period, RATE_MEMORY)
         if len(self._warned) > RATE_MEMORY:
             self._warned = {u: t for u, t in self._warned.items() if now - t < period}
         return allowed
 
-    def warn(self, user_id: int) -> bool:
-        """Whether to tell a user who is over the limit (once per window, not per message)."""
+    def warn(self, sender_id: int) -> bool:
+        """Whether to tell a sender who is over the limit (once per window, not per message)."""
         now = self.monotonic()
-        if now - self._warned.get(user_id, -COMMAND_RATE[1]) < COMMAND_RATE[1]:
+        if now - self._warned.get(sender_id, -COMMAND_RATE[1]) < COMMAND_RATE[1]:
             return False
-        self._warned[user_id] = now
+        self._warned[sender_id] = now
         return True
 
     def button_lock(self, chat_id: int) -> asyncio.Lock:
@@ -196,6 +197,18 @@ async def is_admin(update: Update, context: ContextTypes.DEFAULT_TYPE) -> bool:
     return member.status in (ChatMemberStatus.ADMINISTRATOR, ChatMemberStatus.OWNER)
 
 
+def sender_of(update: Update) -> int | None:
+    """Who the command limit counts a command against: the chat a message is sent on behalf
+    of (an anonymous group admin speaks as the group, a channel as itself; Telegram's ``from``
+    is then one placeholder user for everyone), else the user (a button press always names
+    its user). None: no sender."""
+    message = None if update.callback_query else update.effective_message  # (or edited)
+    if message is not None and message.sender_chat is not None:
+        return message.sender_chat.id
+    user = update.effective_user
+    return user.id if user is not None else None
+
+
 async def answer(update: Update, text: str, *, alert: bool = False) -> None:
     """One short line: a button's answer, or a reply to a command."""
     if update.callback_query:
@@ -215,13 +228,13 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
 
         async def serve(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             tp = services(context)
-            chat, user = update.effective_chat, update.effective_user
-            if chat is None or user is None:
+            chat, sender = update.effective_chat, sender_of(update)
+            if chat is None or update.effective_user is None or sender is None:
                 return
-            if not tp.allow(user.id):
+            if not tp.allow(sender):
                 if update.callback_query:
                     await update.callback_query.answer("Too many requests — wait a minute.")
-                elif tp.warn(user.id):
+                elif tp.warn(sender):
                     await reply(update, "You are sending commands too fast. Please wait a minute.")
                 return
             # A chat that writes to the bot can be written to again (it had blocked the bot or
