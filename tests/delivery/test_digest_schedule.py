@@ -78,3 +78,35 @@ async def test_a_schedule_change_during_the_digest_is_kept(
     assert schedule(await store.chat(CHAT)) == schedule(changed)
     await engine.run_once()  # and the next pass leaves it alone too
     assert schedule(await store.chat(CHAT)) == schedule(changed)
+
+
+async def test_a_big_digest_is_one_message_counting_the_whole_backlog(store: Store) -> None:
+    """A broad topic's weekly digest (issue 23 §6): before, 500 rows a batch, each batch its own
+    digest with its own "500 new papers" header, dozens of messages. Now: one message with the
+    counts over the whole backlog, the best papers first, the rest behind /latest buttons."""
+    await fill_outbox(store, [CHAT], alerts=1_200)
+    await store.update_chat(
+        CHAT, mode="weekly", digest_time="08:00", timezone="UTC",
+        next_digest_at="2027-01-11T08:00:00Z",
+    )  # fmt: skip
+    sender = FakeSender()
+    assert await Delivery(store, sender, clock=lambda: NOW).run_once() == 1_200
+    [digest] = sender.texts_to(CHAT)
+    assert digest.startswith("📬 <b>Your weekly digest: 1200 new papers</b>"), digest[:120]
+    assert "<b>kw00000</b>: 1200" in digest  # the topic's count over the whole backlog
+    assert sender.buttons[CHAT][0], "a /latest button per topic"
+    assert await store.pending_for_chat(CHAT, limit=10) == []
+    chat = await store.chat(CHAT)
+    assert chat is not None and chat.next_digest_at == "2027-01-18T08:00:00Z"
+
+
+async def test_a_small_digest_keeps_its_papers(store: Store) -> None:
+    await fill_outbox(store, [CHAT], alerts=12)
+    await store.update_chat(
+        CHAT, mode="daily", digest_time="08:00", timezone="UTC",
+        next_digest_at="2027-01-11T08:00:00Z",
+    )  # fmt: skip
+    sender = FakeSender()
+    assert await Delivery(store, sender, clock=lambda: NOW).run_once() == 12
+    [digest] = sender.texts_to(CHAT)
+    assert "Your daily digest</b>: 12 new papers" in digest

@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 DEFAULT_CONCURRENCY = 48  # chats in delivery at once: ≫ 30 msg/s × 0.1 s latency
 FOLD_AFTER = 3  # alert messages a chat may get at once; a bigger backlog is one catch-up
 BATCH = 500  # pending rows read (and sent) at a time per chat
+DIGEST_MESSAGES = 2  # a longer digest is one message: counts, the best papers, /latest buttons
 FETCH = 500  # chats read from the outbox at a time
 
 _Charts = dict[int, "asyncio.Future[Outgoing | None]"]
@@ -165,7 +166,7 @@ class Delivery(Courier):
                 chat_id,
                 items,
                 digest_period=None if instant else chat.mode,
-                fold_after=self.fold_after if instant else None,
+                fold_after=self.fold_after if instant else DIGEST_MESSAGES,
             )
             if not outgoing:
                 break

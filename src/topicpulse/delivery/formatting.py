@@ -244,19 +244,24 @@ def digest_line(alert: Alert) -> str:
 
 
 def catch_up(
-    *, total: int, counts: Sequence[tuple[Topic, int]], best: Sequence[Alert]
+    *,
+    total: int,
+    counts: Sequence[tuple[Topic, int]],
+    best: Sequence[Alert],
+    period: str | None = None,
 ) -> tuple[str, list[tuple[str, str]]]:
     """One message for a backlog too big to send paper by paper: ``total`` new papers, how
     many per topic (``counts``, most first), the ``best`` few (ranked by the caller), and the
     way to the rest — ``/latest <topic>`` written out, and a button per topic (callback data
-    ``l:<topic id>``). Returns the text and the buttons as (label, callback data).
+    ``l:<topic id>``). Returns the text and the buttons as (label, callback data). With a
+    digest ``period`` ("daily", "weekly"), it is that digest, for a backlog too big for two.
 
     Always one message: the topics after ``CATCH_UP_TOPICS`` are only counted, and papers,
     then topics, are left out for as long as the text would not fit."""
     shown = list(counts[:CATCH_UP_TOPICS])
     papers = list(best)
     while True:
-        text = _catch_up_text(total, shown, len(counts) - len(shown), papers)
+        text = _catch_up_text(total, shown, len(counts) - len(shown), papers, period)
         if tg_len(text) <= MAX_MESSAGE:
             break
         if len(papers) > 1:
@@ -271,9 +276,17 @@ def catch_up(
 
 
 def _catch_up_text(
-    total: int, shown: Sequence[tuple[Topic, int]], hidden: int, papers: Sequence[Alert]
+    total: int,
+    shown: Sequence[tuple[Topic, int]],
+    hidden: int,
+    papers: Sequence[Alert],
+    period: str | None = None,
 ) -> str:
-    lines = [f"📬 <b>Catch-up: {plural(total, 'new paper')}</b> — too many to send one by one."]
+    if period:
+        head = f"📬 <b>Your {esc(period)} digest: {plural(total, 'new paper')}</b>"
+        lines = [f"{head} — the best first, the rest a tap away."]
+    else:
+        lines = [f"📬 <b>Catch-up: {plural(total, 'new paper')}</b> — too many to send one by one."]
     for topic, count in shown:
         line = f"• <b>{esc(shorten(topic.name, MAX_NAME))}</b>: {count}"
         if len(topic.name) <= MAX_NAME:  # a longer name makes no command worth typing

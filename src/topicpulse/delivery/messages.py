@@ -59,9 +59,9 @@ async def paper_messages(
     fold_after: int | None = None,
 ) -> list[Outgoing]:
     """Messages for a chat's pending paper rows: instant alerts, or a digest when
-    ``digest_period`` is given. When the alerts would take more than ``fold_after`` messages
-    (backpressure), one catch-up instead, which settles every pending paper row of the chat,
-    not only ``items``."""
+    ``digest_period`` is given. When they would take more than ``fold_after`` messages
+    (backpressure, or a digest too long), one catch-up instead — for a digest, the digest in
+    that shape —, which settles every pending paper row of the chat, not only ``items``."""
     by_paper = {i.paper_id: i.id for i in items if i.kind == "paper" and i.paper_id is not None}
     if not by_paper:
         return []
@@ -74,16 +74,18 @@ async def paper_messages(
         packed = formatting.pack_digest(alerts, period=digest_period)
     else:
         packed = formatting.pack_alerts(alerts)
-        if fold_after is not None and len(packed) > fold_after:
-            catch_up = await catch_up_message(store, chat_id)
-            return [catch_up] if catch_up else []
+    if fold_after is not None and len(packed) > fold_after:
+        catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
+        return [catch_up] if catch_up else []
     return [
         Outgoing(chat_id, [by_paper[pid] for pid in paper_ids], text, preview=len(paper_ids) == 1)
         for text, paper_ids in packed
     ]
 
 
-async def catch_up_message(store: Store, chat_id: int) -> Outgoing | None:
+async def catch_up_message(
+    store: Store, chat_id: int, *, digest_period: str | None = None
+) -> Outgoing | None:
     """One message for the chat's whole backlog of papers, however long: counts per topic, the
     best few papers, and ``/latest`` and a button per topic for the rest.
 
@@ -100,7 +102,9 @@ async def catch_up_message(store: Store, chat_id: int) -> Outgoing | None:
     found = {p.id: p for p in await store.papers_by_ids(best_ids)}
     tags = await store.chat_topics_for_papers(chat_id, best_ids)
     best = [formatting.Alert(found[pid], tags.get(pid, [])) for pid in best_ids if pid in found]
-    text, buttons = formatting.catch_up(total=len(row_ids), counts=counts, best=best)
+    text, buttons = formatting.catch_up(
+        total=len(row_ids), counts=counts, best=best, period=digest_period
+    )
     return Outgoing(chat_id, row_ids, text, folded=True, buttons=buttons or None)
 
 
