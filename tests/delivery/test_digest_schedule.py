@@ -20,12 +20,12 @@ NOW = datetime(2027, 1, 11, 9, 0, tzinfo=UTC)  # a Monday; the daily 08:00 diges
 CHAT = 1
 
 
-async def digest_chat(store: Store) -> None:
-    """Chat 1 with three papers waiting for its daily 08:00 (UTC) digest, due an hour ago."""
-    await fill_outbox(store, [CHAT], alerts=3)
+async def digest_chat(store: Store, *, alerts: int = 3, mode: str = "daily") -> None:
+    """Chat 1 with ``alerts`` papers waiting for its (daily) 08:00 UTC digest, due an hour ago."""
+    await fill_outbox(store, [CHAT], alerts=alerts)
     await store.update_chat(
         CHAT,
-        mode="daily",
+        mode=mode,
         digest_time="08:00",
         timezone="UTC",
         next_digest_at="2027-01-11T08:00:00Z",
@@ -84,11 +84,7 @@ async def test_a_big_digest_is_one_message_counting_the_whole_backlog(store: Sto
     """A broad topic's weekly digest (issue 23 §6): before, 500 rows a batch, each batch its own
     digest with its own "500 new papers" header, dozens of messages. Now: one message with the
     counts over the whole backlog, the best papers first, the rest behind /latest buttons."""
-    await fill_outbox(store, [CHAT], alerts=1_200)
-    await store.update_chat(
-        CHAT, mode="weekly", digest_time="08:00", timezone="UTC",
-        next_digest_at="2027-01-11T08:00:00Z",
-    )  # fmt: skip
+    await digest_chat(store, alerts=1_200, mode="weekly")
     sender = FakeSender()
     assert await Delivery(store, sender, clock=lambda: NOW).run_once() == 1_200
     [digest] = sender.texts_to(CHAT)
@@ -101,11 +97,7 @@ async def test_a_big_digest_is_one_message_counting_the_whole_backlog(store: Sto
 
 
 async def test_a_small_digest_keeps_its_papers(store: Store) -> None:
-    await fill_outbox(store, [CHAT], alerts=12)
-    await store.update_chat(
-        CHAT, mode="daily", digest_time="08:00", timezone="UTC",
-        next_digest_at="2027-01-11T08:00:00Z",
-    )  # fmt: skip
+    await digest_chat(store, alerts=12, mode="daily")
     sender = FakeSender()
     assert await Delivery(store, sender, clock=lambda: NOW).run_once() == 12
     [digest] = sender.texts_to(CHAT)

@@ -53,14 +53,19 @@ def as_of_arg(value: str | None) -> datetime:
         raise CommandError(f"--as-of {value!r} is not a date: use YYYY-MM-DD") from None
 
 
+async def catalogue_topic(store: Store, name: str) -> Topic:
+    """``--topic NAME``: the catalogue topic by name or slug (the catalogue synced first)."""
+    await sync_catalogue(store)
+    try:
+        return await resolve_topic(store, name)
+    except UnknownTopic as exc:
+        raise CommandError(str(exc)) from None
+
+
 async def topic_or_query(store: Store, args: argparse.Namespace) -> tuple[Topic | None, str]:
     """``--topic NAME`` → the catalogue topic; a positional QUERY → its compiled FTS string."""
     if args.topic:
-        await sync_catalogue(store)
-        try:
-            return await resolve_topic(store, args.topic), ""
-        except UnknownTopic as exc:
-            raise CommandError(str(exc)) from None
+        return await catalogue_topic(store, args.topic), ""
     if not args.query:
         raise CommandError("give a QUERY or --topic NAME")
     try:

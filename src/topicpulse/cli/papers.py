@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import textwrap
 
-from topicpulse.cli.common import CommandError, print_json
+from topicpulse.cli.common import CommandError, catalogue_topic, print_json
 from topicpulse.config import Settings
 from topicpulse.delivery import chats
 from topicpulse.delivery.chats import UserError
@@ -18,7 +18,7 @@ from topicpulse.insight.llm import answer_writer
 from topicpulse.models import StoredPaper, Topic
 from topicpulse.sources import arxiv
 from topicpulse.store import Store
-from topicpulse.topics.catalogue import UnknownTopic, resolve_topic, sync_catalogue
+from topicpulse.topics.catalogue import sync_catalogue
 
 WIDTH = 100  # text output wraps abstracts at this width
 
@@ -97,13 +97,7 @@ async def cmd_similar(args: argparse.Namespace, settings: Settings) -> int:
 
 
 async def _answer(store: Store, args: argparse.Namespace) -> Answer:
-    topic = None
-    if args.topic:
-        await sync_catalogue(store)
-        try:
-            topic = await resolve_topic(store, args.topic)
-        except UnknownTopic as exc:
-            raise CommandError(str(exc)) from None
+    topic = await catalogue_topic(store, args.topic) if args.topic else None
     question = " ".join(args.question).strip()
     try:
         return await chats.answer_question(store, chats.check_argument(question, "question"), topic)
