@@ -83,6 +83,36 @@ async def test_an_existing_database_keeps_its_shared_links_through_0011(tmp_path
         assert await store.prune_shared_queries("2026-11-01T00:00:01Z") == 1
 
 
+async def test_an_existing_database_moves_to_the_oai_intake_through_0012(tmp_path: Path) -> None:
+    """A bot that read the search API: its papers keep their dates (announced = published),
+    its backfilled days become the history, and its last good poll the first harvest's day."""
+    path = tmp_path / "deployed.db"
+    async with await Store.open(path, migrate=False) as store:
+        await store.migrate([m for m in load_migrations() if m.version <= 11])
+    with sqlite3.connect(path) as db:
+        db.executemany(
+            "INSERT INTO backfill_windows VALUES ('cs.CL cs.LG', ?, ?, 10, '2026-11-20T00:00:00Z')",
+            [(d, d) for d in ("2026-09-01", "2026-09-02", "2026-11-19")],
+        )
+        db.execute(
+            "INSERT INTO ingest_runs (kind, started_at, finished_at, ok)"
+            " VALUES ('poll', '2026-11-30T10:00:00Z', '2026-11-30T10:01:00Z', 1),"
+            " ('poll', '2026-12-01T10:00:00Z', '2026-12-01T10:01:00Z', 0)"
+        )
+        db.execute(
+            "INSERT INTO papers (arxiv_id, version, title, abstract, authors, primary_category,"
+            " categories, published, updated, stored_at) VALUES ('2611.00001', 1, 'T', 'A',"
+            " '[]', 'cs.CL', 'cs.CL', '2026-11-02T10:00:00Z', '2026-11-02T10:00:00Z', 'x')"
+        )
+    async with await Store.open(path) as store:
+        state = await store.intake_state("cs.CL cs.LG")
+        assert (state.watermark, state.history_from) == ("2026-11-30", "2026-09-01")
+        assert state.pending_from is None
+        assert (await store.intake_state("cs.AI")).watermark is None
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT announced FROM papers").fetchone() == ("2026-11-02T10:00:00Z",)
+
+
 async def test_a_broken_migration_leaves_the_database_unchanged(tmp_path: Path) -> None:
     path = tmp_path / "broken.db"
     good = Migration(1, "0001_good.sql", "CREATE TABLE good (x INTEGER);")

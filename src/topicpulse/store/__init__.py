@@ -2,6 +2,7 @@
 
 - ``database``: the connections (one writer, read-only readers) and the migrations;
 - ``papers``: papers, ingestion runs, backfill days;
+- ``intake``: where the OAI-PMH harvests stand;
 - ``topics``: topics and their matches;
 - ``counts``: momentum counts, topic and query papers, spike episodes;
 - ``chats``: chats and subscriptions;
@@ -28,6 +29,7 @@ from topicpulse.store.database import (
     load_migrations,
     migrations_dir,
 )
+from topicpulse.store.intake import IntakeQueries, IntakeState, IntakeUpdate
 from topicpulse.store.outbox import OutboxQueries
 from topicpulse.store.papers import BackfillWindow, BatchRow, PaperQueries, read_batch
 from topicpulse.store.topics import TopicQueries
@@ -36,6 +38,8 @@ __all__ = [
     "CHAT_SETTINGS",
     "BackfillWindow",
     "BatchRow",
+    "IntakeState",
+    "IntakeUpdate",
     "Migration",
     "MigrationError",
     "Store",
@@ -50,7 +54,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Store(PaperQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries):
+class Store(PaperQueries, IntakeQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""
 
     @classmethod

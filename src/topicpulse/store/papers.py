@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +15,7 @@ import aiosqlite
 from topicpulse.models import Paper, RunStats, StoredPaper, UpsertResult
 from topicpulse.store import rows
 from topicpulse.store.database import Database, read_only_uri
+from topicpulse.store.intake import IntakeUpdate, write_intake
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +39,23 @@ class PaperQueries(Database):
     """Papers, ingestion runs and backfill progress (part of ``Store``)."""
 
     async def upsert_papers(
-        self, papers: Iterable[Paper], *, window: BackfillWindow | None = None
+        self,
+        papers: Iterable[Paper],
+        *,
+        window: BackfillWindow | None = None,
+        announced: Mapping[str, str] | None = None,
+        intake: IntakeUpdate | None = None,
     ) -> UpsertResult:
         """Store new papers and newer versions of known ones, in one transaction.
 
         A paper already stored is updated only when the incoming copy is a newer version (or the
         same version with changed metadata, e.g. a cross-list or DOI added later); it keeps its
-        row id and ``stored_at`` and does not count as new. With ``window``, the backfill window
-        is recorded as complete in the same transaction.
+        row id, ``stored_at`` and ``announced``, and does not count as new. A new paper's
+        ``announced`` is ``announced[arxiv_id]``, else its ``published``. With ``window``, the
+        backfill window is recorded as complete in the same transaction; with ``intake``, the
+        harvest's progress is (so a page and the progress past it are stored together).
         """
+        announced = announced or {}
         incoming = _newest_per_id(papers)
         result = UpsertResult()
         now = self._now()
@@ -60,7 +69,7 @@ class PaperQueries(Database):
                 values = rows.paper_values(paper)
                 known = existing.get(arxiv_id)
                 if known is None:
-                    inserts.append((*values, now))
+                    inserts.append((*values, now, announced.get(arxiv_id, paper.published)))
                 elif (paper.version, paper.updated) >= (known[0], known[1]) and values != known[2]:
                     updates.append((*values[1:], arxiv_id))
                 else:
@@ -69,7 +78,7 @@ class PaperQueries(Database):
                 async with conn.execute("SELECT coalesce(max(id), 0) AS id FROM papers") as cur:
                     max_before = (await cur.fetchone())["id"]  # type: ignore[index]
                 await conn.executemany(
-                    f"INSERT INTO papers ({rows.PAPER_WRITE_COLUMNS}, stored_at)"
+                    f"INSERT INTO papers ({rows.PAPER_WRITE_COLUMNS}, stored_at, announced)"
                     f" VALUES ({rows.marks(inserts[0])})",
                     inserts,
                 )
@@ -90,6 +99,8 @@ class PaperQueries(Database):
                     " VALUES (?,?,?,?,?)",
                     (window.categories, window.start, window.end, len(incoming), now),
                 )
+            if intake is not None:
+                await write_intake(conn, intake, now)
         return result
 
     @staticmethod

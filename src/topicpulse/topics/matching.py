@@ -6,8 +6,8 @@ round's cost grows with new papers and topics — never with more users. The wor
 event loop, in a worker process (or thread) that reads the batch from the database file itself.
 The matches and the alerts they cause are recorded in one transaction (see
 ``Store.record_matches``) — in the bot, by that same worker process, so thousands of match and
-outbox rows never cross to the bot's process; papers first published more than
-``ALERT_MAX_AGE`` ago are matched but never alerted.
+outbox rows never cross to the bot's process; papers announced more than ``ALERT_MAX_AGE``
+ago are matched but never alerted.
 
 A topic keeps the expression its query compiled to when it was followed, even once a stricter
 parser rejects the query (``sync_catalogue``): a round matches such a topic from that compiled
@@ -33,8 +33,9 @@ from topicpulse.topics import query as ql
 log = logging.getLogger(__name__)
 
 BATCH_PAPERS = 20_000  # papers indexed at once; a larger backlog is matched in several batches
-# A paper older than this (first version) is history, not news: backfilled papers are stored
-# and matched but never alerted. Generous enough for papers held in moderation for days.
+# A paper arXiv announced longer ago than this is history, not news: it is stored and matched
+# but never alerted. Counted from the announcement (``papers.announced``), not the submission, so
+# a paper held in moderation for weeks is still news on the day it appears.
 ALERT_MAX_AGE = timedelta(days=14)
 
 
@@ -252,7 +253,7 @@ async def match_new_papers(
     in_process: bool = False,
 ) -> MatchRound:
     """Match every live topic against the papers it has not seen yet; queue the alerts (for
-    papers first published within ``ALERT_MAX_AGE`` of ``clock()``, unless ``alerts`` is off).
+    papers announced within ``ALERT_MAX_AGE`` of ``clock()``, unless ``alerts`` is off).
 
     The matching itself runs in a worker thread, or with ``in_process`` (and a store in a file)
     in the worker process (``offload``), which also records the matches: the bot does that, so
