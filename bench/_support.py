@@ -188,10 +188,12 @@ class ArxivProcess:
             target=_serve_arxiv, args=(child, list(papers), nice), name="fake-arxiv", daemon=True
         )
         self.url = ""
+        self.oai_url = ""
 
     async def start(self) -> ArxivProcess:
         self._process.start()
         self.url = await asyncio.to_thread(self._conn.recv)
+        self.oai_url = self.url.replace("/api/query", "/oai")
         return self
 
     async def replace(self, papers: Iterable[object]) -> None:
@@ -235,6 +237,7 @@ def bot_env(fake_tg: object, fake_arxiv: object, db: Path, **extra: str) -> dict
         "TELEGRAM_BOT_TOKEN": fake_tg.token,  # type: ignore[attr-defined]
         "TOPICPULSE_TELEGRAM_API_URL": fake_tg.base_url,  # type: ignore[attr-defined]
         "TOPICPULSE_ARXIV_API_URL": fake_arxiv.url,  # type: ignore[attr-defined]
+        "TOPICPULSE_ARXIV_OAI_URL": fake_arxiv.oai_url,  # type: ignore[attr-defined]
         "TOPICPULSE_DB": str(db),
         "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",
         "TOPICPULSE_BACKFILL_WEEKS": "0",

@@ -74,6 +74,7 @@ async def measure(label: str, db: str, n_topics: int, rounds: int) -> list[int]:
         TOPICPULSE_DB=db,
         TOPICPULSE_TELEGRAM_API_URL=fake.base_url,
         TOPICPULSE_ARXIV_API_URL=arxiv.url,
+        TOPICPULSE_ARXIV_OAI_URL=arxiv.oai_url,
         TOPICPULSE_ARXIV_DELAY_SECONDS=0,
         TOPICPULSE_BACKFILL_WEEKS=0,
         TOPICPULSE_POLL_SECONDS=3600,

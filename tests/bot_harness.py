@@ -54,13 +54,16 @@ def paper(
     abstract: str = "We study this question empirically.",
     now: datetime | None = None,
 ) -> Paper:
-    """A synthetic paper published ``days_ago`` before ``now`` (default: the real time)."""
+    """A synthetic paper published ``days_ago`` before ``now`` (default: the real time). A
+    later version is dated a day per version after the first: arXiv announces a replacement
+    on a later evening, and OAI-PMH dates its record then."""
     published = (now or datetime.now(UTC)) - timedelta(days=days_ago)
     return make_paper(
         f"2611.{n:05d}",
         published.replace(microsecond=0),
         categories=tuple(categories),
         version=version,
+        updated=(published + timedelta(days=version - 1)).replace(microsecond=0),
         title=title,
         abstract=abstract,
         authors=("Ada Lovelace", "Alan Turing", "Grace Hopper", "Edsger Dijkstra"),
@@ -232,25 +235,32 @@ async def bot_session(
     clock: Clock | None = None,
     name: str = "bot.db",
     arxiv_script: Iterable[Scripted] = (),
+    oai_page_size: int | None = None,
     transport: str = "polling",
     **overrides: Any,
 ) -> AsyncIterator[Bot]:
     """A running bot against fresh fakes. ``arxiv_script``: the fake arXiv's first answers
-    (scripted before the bot starts); ``transport``: how updates reach the bot, "polling" or
-    "webhook" (the fake POSTs them to the bot's server on 127.0.0.1); ``overrides``:
-    settings, by their variable names."""
+    (scripted before the bot starts); ``oai_page_size``: records a page of its OAI-PMH;
+    ``transport``: how updates reach the bot, "polling" or "webhook" (the fake POSTs them to
+    the bot's server on 127.0.0.1); ``overrides``: settings, by their variable names."""
     fake = FakeTelegram()
     await fake.start()
     arxiv = FakeArxiv(papers)
     arxiv.script(*arxiv_script)
+    if oai_page_size is not None:
+        arxiv.oai.page_size = oai_page_size
     await arxiv.start()
     defaults: dict[str, Any] = dict(
         telegram_bot_token=fake.token,
         TOPICPULSE_DB=str(tmp_path / name),
         TOPICPULSE_TELEGRAM_API_URL=fake.base_url,
         TOPICPULSE_ARXIV_API_URL=arxiv.url,
+        TOPICPULSE_ARXIV_OAI_URL=arxiv.oai_url,
         TOPICPULSE_ARXIV_DELAY_SECONDS=0,
         TOPICPULSE_BACKFILL_WEEKS=0,
+        # the first intake of a new database reaches back this far (no backfill here): the
+        # tests' papers of the last weeks are stored by the first poll
+        TOPICPULSE_OVERLAP_DAYS=60,
         TOPICPULSE_POLL_SECONDS=3600,
         TOPICPULSE_ADMIN_IDS=str(ADMIN),
         # No spike alerts: whether a topic spikes depends on where today falls in the week.

@@ -121,6 +121,7 @@ class RecordedRequest:
     finished: float | None = None  # time.monotonic() when the answer was ready (None: aborted)
     status: int | None = None
     kind: str = "ok"
+    path: str = "/api/query"
 
 
 # ---------------------------------------------------------------------------------- queries
@@ -366,9 +367,13 @@ class FakeArxiv:
     # -------------------------------------------------------------- serving
     def answer(self, params: dict[str, str]) -> tuple[list[Paper], int, int, int]:
         """(page, totalResults, start, max_results) for a query, as arXiv would answer it."""
-        query = parse_query(params.get("search_query", ""))
         start = int(params.get("start", "0"))
         max_results = int(params.get("max_results", "10"))
+        wanted = [i for i in params.get("id_list", "").split(",") if i]
+        if wanted and not params.get("search_query"):  # a lookup by id (versions ignored)
+            found = [p for p in self.papers if p.arxiv_id in {i.split("v")[0] for i in wanted}]
+            return found[start : start + max_results], len(found), start, max_results
+        query = parse_query(params.get("search_query", ""))
         if start < 0 or not 0 <= max_results <= 2000:
             raise QueryError("start must be >= 0 and max_results between 0 and 2000")
         if params.get("sortBy", "submittedDate") != "submittedDate":
@@ -390,6 +395,7 @@ class FakeArxiv:
             params=dict(request.query),
             in_flight=self._in_flight,
             user_agent=request.headers.get("User-Agent", ""),
+            path=request.path,
         )
         self.requests.append(record)
         try:

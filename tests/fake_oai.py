@@ -1,18 +1,24 @@
 """The OAI-PMH side of the fake arXiv (``GET /oai``), written from arXiv's documentation of its
 interface and the shape of its recorded responses (``shared/arxiv-oai``).
 
-``ListRecords`` in the ``arXiv`` metadata format: records of the papers whose datestamp (the
-paper's ``updated`` day, or ``datestamps[arxiv_id]``) lies in ``from``/``until`` (inclusive
-days) and that belong to ``set`` (a group ``cs``, an archive ``physics:hep-th`` or a category
-``cs:cs:AI``, matched against all of a paper's categories), in datestamp order, ``page_size``
-a page, each page but the last ending in a resumption token with ``cursor`` and
-``completeListSize``. ``expire_tokens()`` makes every token handed out so far answer
-``badResumptionToken``; nothing matching is ``noRecordsMatch``; a missing or unknown
-``metadataPrefix`` is ``cannotDisseminateFormat``, other misuse ``badArgument``.
+``ListRecords`` in the ``arXiv`` metadata format (and ``ListIdentifiers``: the same list,
+headers only): records of the papers whose datestamp (``datestamps[arxiv_id]``, else the
+paper's ``updated`` day, but never before the day the server's clock read when the paper, as
+it is, first appeared here: a record added after a harvest is dated at least that harvest's
+day) lies in ``from``/``until`` (inclusive days) and that belong to ``set`` (a group ``cs``,
+an archive ``physics:hep-th`` or a category ``cs:cs:AI``, matched against all of a paper's
+categories), in datestamp order, ``page_size`` a page, each page but the last ending in a
+resumption token with ``cursor`` and ``completeListSize``. ``expire_tokens()`` makes every
+token handed out so far answer ``badResumptionToken``; nothing matching is ``noRecordsMatch``;
+a missing or unknown ``metadataPrefix`` is ``cannotDisseminateFormat``, other misuse
+``badArgument``. The FakeArxiv around it scripts transport faults (503 with Retry-After, 5xx,
+HTML pages, truncated bodies, slow answers) for both interfaces.
 
 Not modelled: other verbs (Identify, ListSets, GetRecord …), other metadata formats (oai_dc,
-arXivRaw), deleted records (``deleted`` lists ids to report as deleted), ``until`` finer than a
-day, and the server's real page size (2,000) unless a test sets it.
+arXivRaw), the new server's token ``expires`` semantics beyond ``expire_tokens()``, affiliations
+(the new server's ``arXiv`` format has none; arXivRaw does), bulk datestamp rewrites of old
+records, ``until`` finer than a day, the time of day at which a record appears (a test moves
+the papers, or sets ``datestamps``), and the server's page size (2,000) unless a test sets it.
 """
 
 from __future__ import annotations
@@ -107,24 +113,40 @@ class FakeOai:
     page_size: int = 2000
     datestamps: dict[str, str] = field(default_factory=dict)
     deleted: dict[str, str] = field(default_factory=dict)  # arxiv_id → datestamp
-    now: str = "2026-05-23T03:00:00Z"  # responseDate
+    # responseDate; None: the end of the latest datestamp served (the server's clock is past
+    # every change it lists, so a harvest's watermark never skips a record added later)
+    now: str | None = None
     _tokens: dict[str, tuple[str, str, str, int]] = field(default_factory=dict)
+    # A record that appears after a harvest was answered is dated at least that answer's day
+    # (arXiv stamps a record when it changes): the day the server's clock read when each
+    # paper (as it is now) first showed up here.
+    _appeared: dict[Paper, str] = field(default_factory=dict)
+    _clock: str = ""
     _serial: itertools.count[int] = field(default_factory=itertools.count)
 
     def expire_tokens(self) -> None:
         self._tokens.clear()
 
     def datestamp(self, paper: Paper) -> str:
-        return self.datestamps.get(paper.arxiv_id, paper.updated[:10])
+        if paper.arxiv_id in self.datestamps:
+            return self.datestamps[paper.arxiv_id]
+        return max(paper.updated[:10], self._appeared.get(paper, ""))
 
     def answer(self, papers: Sequence[Paper], params: dict[str, str], url: str) -> bytes:
         """The body of ``GET /oai`` for ``params`` (always HTTP 200, as OAI-PMH answers)."""
 
-        def error(code: str, message: str) -> bytes:
-            return render_error(code, message, now=self.now, url=url)
+        for paper in papers:
+            self._appeared.setdefault(paper, self._clock)
+        stamps = [self.datestamp(p) for p in papers] + list(self.deleted.values())
+        now = self.now or f"{max(stamps, default='2000-01-01')}T23:59:59Z"
+        self._clock = max(self._clock, now[:10])
 
-        if params.get("verb") != "ListRecords":
-            return error("badVerb", "only ListRecords is modelled")
+        def error(code: str, message: str) -> bytes:
+            return render_error(code, message, now=now, url=url)
+
+        verb = params.get("verb")
+        if verb not in ("ListRecords", "ListIdentifiers"):
+            return error("badVerb", "only ListRecords and ListIdentifiers are modelled")
         if "resumptionToken" in params:
             if set(params) != {"verb", "resumptionToken"}:
                 return error("badArgument", "resumptionToken is an exclusive argument")
@@ -152,6 +174,14 @@ class FakeOai:
             )
         chunk = rows[offset : offset + self.page_size]
         body = "".join(render_record(p, day, deleted=gone) for day, p, gone in chunk)
+        if verb == "ListIdentifiers":  # the records' headers only
+            body = "".join(
+                render_record(p, day, deleted=gone)
+                .removeprefix("<record>")
+                .removesuffix("</record>")
+                .partition("<metadata>")[0]
+                for day, p, gone in chunk
+            )
         end = offset + len(chunk)
         if end < len(rows):
             token = f"{next(self._serial)}|{end}"
@@ -163,5 +193,5 @@ class FakeOai:
         elif offset:
             body += f'<resumptionToken cursor="{offset}" completeListSize="{len(rows)}"/>'
         attributes = "".join(f' {k}="{escape(v)}"' for k, v in sorted(params.items()))
-        head = HEAD.format(now=self.now, attributes=attributes, url=url)
-        return f"{head}  <ListRecords>{body}</ListRecords>\n</OAI-PMH>\n".encode()
+        head = HEAD.format(now=now, attributes=attributes, url=url)
+        return f"{head}  <{verb}>{body}</{verb}>\n</OAI-PMH>\n".encode()

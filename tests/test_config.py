@@ -22,8 +22,9 @@ def test_defaults() -> None:
     assert settings.db == Path("topicpulse.db")
     assert settings.arxiv_api_url == "https://export.arxiv.org/api/query"
     assert settings.telegram_api_url == "https://api.telegram.org/bot"
-    assert (settings.poll_seconds, settings.arxiv_delay_seconds) == (1800, 3.0)
-    assert (settings.backfill_weeks, settings.arxiv_page_size) == (12, 1000)
+    assert (settings.poll_seconds, settings.arxiv_delay_seconds) == (None, 3.0)
+    assert settings.backfill_weeks == 12 and settings.fresh_seconds == 80 * 3600
+    assert settings.arxiv_oai_url == "https://oaipmh.arxiv.org/oai" and settings.contact is None
     assert (settings.overlap_days, settings.arxiv_timeout_seconds, settings.arxiv_retries) == (
         7,
         60,
@@ -105,7 +106,8 @@ def test_dotenv_in_the_working_folder_is_read(
         ("TOPICPULSE_POLL_SECONDS", "0", "greater than 0"),
         ("TOPICPULSE_ARXIV_DELAY_SECONDS", "-1", "greater than or equal to 0"),
         ("TOPICPULSE_BACKFILL_WEEKS", "1.5", "valid integer"),
-        ("TOPICPULSE_ARXIV_PAGE_SIZE", "5000", "less than or equal to 2000"),
+        ("TOPICPULSE_ARXIV_HOLIDAYS", "2026-12-24,christmas", "valid date"),
+        ("TOPICPULSE_ARXIV_OAI_URL", "oaipmh.arxiv.org/oai", "must start with http"),
         ("TOPICPULSE_ARXIV_RETRIES", "many", "valid integer"),
         ("TOPICPULSE_OVERLAP_DAYS", "0", "greater than 0"),
         ("TOPICPULSE_CATEGORIES", "cs.CL,Not A Category", "'Not A Category' is not an arXiv"),

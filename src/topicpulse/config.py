@@ -7,6 +7,7 @@ Validation happens once at start; a bad value raises ``ConfigError`` with one re
 from __future__ import annotations
 
 import re
+from datetime import date
 from ipaddress import IPv4Network, IPv6Network, ip_network
 from pathlib import Path
 from typing import Annotated
@@ -100,12 +101,23 @@ class Settings(BaseSettings):
     categories: Annotated[list[str], NoDecode] = Field(
         default=list(DEFAULT_CATEGORIES), alias="TOPICPULSE_CATEGORIES"
     )
-    poll_seconds: float = Field(default=1800, gt=0, alias="TOPICPULSE_POLL_SECONDS")
+    # arXiv's OAI-PMH interface: the daily intake and the history (issue 22).
+    arxiv_oai_url: str = Field(
+        default="https://oaipmh.arxiv.org/oai", alias="TOPICPULSE_ARXIV_OAI_URL"
+    )
+    # unset: arXiv's calendar decides when to look (shortly after each expected update);
+    # set: look every N seconds (a look that finds nothing new costs one small request)
+    poll_seconds: float | None = Field(default=None, gt=0, alias="TOPICPULSE_POLL_SECONDS")
+    # who runs this bot (an e-mail address or URL), named in the User-Agent arXiv sees
+    contact: str | None = Field(default=None, alias="TOPICPULSE_CONTACT")
+    # evenings (Eastern dates, YYYY-MM-DD, comma-separated) arXiv does not announce on
+    arxiv_holidays: Annotated[list[date], NoDecode] = Field(
+        default=[], alias="TOPICPULSE_ARXIV_HOLIDAYS"
+    )
     arxiv_delay_seconds: float = Field(default=3.0, ge=0, alias="TOPICPULSE_ARXIV_DELAY_SECONDS")
     backfill_weeks: int = Field(default=12, ge=0, le=520, alias="TOPICPULSE_BACKFILL_WEEKS")
     admin_ids: Annotated[list[int], NoDecode] = Field(default=[], alias="TOPICPULSE_ADMIN_IDS")
     # Less common knobs (documented in README, "advanced").
-    arxiv_page_size: int = Field(default=1000, ge=1, le=2000, alias="TOPICPULSE_ARXIV_PAGE_SIZE")
     overlap_days: float = Field(default=7, gt=0, le=60, alias="TOPICPULSE_OVERLAP_DAYS")
     arxiv_timeout_seconds: float = Field(default=60, gt=0, alias="TOPICPULSE_ARXIV_TIMEOUT_SECONDS")
     arxiv_retries: int = Field(default=4, ge=0, le=20, alias="TOPICPULSE_ARXIV_RETRIES")
@@ -198,13 +210,34 @@ class Settings(BaseSettings):
         return value
 
     @property
+    def page_cache_seconds(self) -> float:
+        """How long the topic pages are cached: the polling interval, or half an hour."""
+        return self.poll_seconds or 1800
+
+    @property
+    def fresh_seconds(self) -> float:
+        """How old the last successful intake may be before /healthz/fresh says stale: three
+        polling intervals, or, when arXiv's calendar decides, the longest regular gap between
+        two of its updates (Thursday's to Sunday's: 72 hours) and one evening's retries."""
+        return 3 * self.poll_seconds if self.poll_seconds else 80 * 3600
+
+    @property
     def listen_port(self) -> int | None:
         """The port ``run`` serves the pages (and the webhook) on; None: open none."""
         if self.web_port is None and self.webhook_url:
             return 8080
         return self.web_port
 
-    @field_validator("telegram_api_url", "arxiv_api_url", "llm_url", "public_url", "webhook_url")
+    @field_validator("arxiv_holidays", mode="before")
+    @classmethod
+    def _split_dates(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator(
+        "telegram_api_url", "arxiv_api_url", "arxiv_oai_url", "llm_url", "public_url", "webhook_url"
+    )
     @classmethod
     def _check_url(cls, value: str | None) -> str | None:
         if value is not None and not value.startswith(("http://", "https://")):

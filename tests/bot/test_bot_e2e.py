@@ -876,8 +876,10 @@ async def test_a_spike_alerts_followers_with_spikes_on_once(tmp_path: Path) -> N
         TOPICPULSE_DB=str(tmp_path / "spikes.db"),
         TOPICPULSE_TELEGRAM_API_URL=fake.base_url,
         TOPICPULSE_ARXIV_API_URL=arxiv.url,
+        TOPICPULSE_ARXIV_OAI_URL=arxiv.oai_url,
         TOPICPULSE_ARXIV_DELAY_SECONDS=0,
         TOPICPULSE_BACKFILL_WEEKS=0,
+        TOPICPULSE_OVERLAP_DAYS=60,
         TOPICPULSE_POLL_SECONDS=3600,
     )  # default spike thresholds: ≥ 10 papers in 4 weeks and ≥ +50%
     bot = Bot(fake, arxiv, settings, Clock())

@@ -250,6 +250,7 @@ async def test_topicpulse_run_in_webhook_mode_answers_and_stops_cleanly_on_sigte
                 "TELEGRAM_BOT_TOKEN": fake.token,
                 "TOPICPULSE_TELEGRAM_API_URL": fake.base_url,
                 "TOPICPULSE_ARXIV_API_URL": arxiv.url,
+                "TOPICPULSE_ARXIV_OAI_URL": arxiv.oai_url,
                 "TOPICPULSE_DB": str(tmp_path / "bot.db"),
                 "TOPICPULSE_BACKFILL_WEEKS": "0",
                 "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",

@@ -199,7 +199,7 @@ async def test_poll_and_backfill_against_the_fake_arxiv(tmp_path: Path) -> None:
     recent = [make_paper(f"2605.{i:05d}", now - timedelta(hours=3 + 5 * i)) for i in range(23)]
     yesterday = (now - timedelta(days=1)).date()
     nine_am = datetime(*yesterday.timetuple()[:3], 9, tzinfo=UTC)
-    old = [  # one a day, 9 to 20 days ago: outside the poll's 7 days, inside a 3-week backfill
+    old = [  # one a day, 9 to 20 days ago: before the first intake's 7 days, in a 3-week history
         make_paper(
             f"2604.{i:05d}", nine_am - timedelta(days=8 + i), categories=("stat.ML", "cs.LG")
         )
@@ -207,36 +207,37 @@ async def test_poll_and_backfill_against_the_fake_arxiv(tmp_path: Path) -> None:
     ]
     outside = make_paper("2605.99999", now - timedelta(hours=1), categories=("math.AG",))
     async with FakeArxiv([*recent, *old, outside]) as fake:
+        fake.oai.page_size = 10
         env = {
             "TOPICPULSE_ARXIV_API_URL": fake.url,
+            "TOPICPULSE_ARXIV_OAI_URL": fake.oai_url,
             "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",
-            "TOPICPULSE_ARXIV_PAGE_SIZE": "10",
+            "TOPICPULSE_CATEGORIES": "cs.CL,cs.LG",
+            "TOPICPULSE_CONTACT": "ops@lab.example",
         }
         code, out, err = await acli(tmp_path, "poll", **env)
         assert code == 0, err
-        # Pages of 10, newest first: the third page crosses the 7-day cutoff and is the last;
-        # it also holds the 7 newest old papers (stored too: the store dedupes).
-        assert out.strip().startswith("poll: 30 new, 0 updated, 3 request(s), ")
-        assert set(stored_ids(tmp_path)) == {p.arxiv_id for p in recent + old[:7]}
-        assert len(fake.requests) == 3
-        assert all(r.user_agent.startswith("topicpulse/") for r in fake.requests)
-        assert "cat:cs.CL OR cat:cs.LG" in fake.requests[0].params["search_query"]
+        # OAI-PMH's cs set from 7 days ago, pages of 10: the 23 recent papers (math.AG is not
+        # in the set; the old papers changed before the first intake's reach)
+        assert out.strip().startswith("poll: 23 new, 0 updated, 3 request(s), ")
+        assert set(stored_ids(tmp_path)) == {p.arxiv_id for p in recent}
+        assert [r.params.get("set") for r in fake.requests[:1]] == ["cs"]
+        assert all("contact: ops@lab.example" in r.user_agent for r in fake.requests)
 
         fake.reset_requests()
         code, out, err = await acli(tmp_path, "backfill", "--weeks", "3", **env)
         assert code == 0, err
-        # one per day, and today so far (its papers must not wait for a poll)
-        assert out.strip() == "backfill: 5 new, 0 updated, 22 request(s)"
-        assert len(fake.requests) == 22
+        # every record of the cs set changed in 3 weeks: 35, in 4 pages of 10
+        assert out.strip() == "backfill: 12 new, 0 updated, 4 request(s)"
         assert set(stored_ids(tmp_path)) == {p.arxiv_id for p in recent + old}
+        code, out, err = await acli(tmp_path, "backfill", "--weeks", "3", **env)
+        assert out.strip() == "backfill: 0 new, 0 updated, 0 request(s)"  # complete already
 
     with sqlite3.connect(tmp_path / "cli.db") as db:
         runs = db.execute(
             "SELECT kind, requests, new, updated, errors, ok FROM ingest_runs ORDER BY id"
         ).fetchall()
-    assert runs[0] == ("poll", 3, 30, 0, 0, 1)
-    assert [r[0] for r in runs[1:]] == ["backfill"] * 22  # one round per day
-    assert sum(r[2] for r in runs[1:]) == 5 and {r[5] for r in runs[1:]} == {1}
+    assert runs == [("poll", 3, 23, 0, 0, 1), ("backfill", 4, 12, 0, 0, 1)]
 
 
 async def test_poll_failure_exits_non_zero(tmp_path: Path) -> None:
@@ -245,12 +246,13 @@ async def test_poll_failure_exits_non_zero(tmp_path: Path) -> None:
         fake.script(unavailable(retry_after="0"), server_error(500))
         code, out, err = await acli(
             tmp_path, "poll",
-            TOPICPULSE_ARXIV_API_URL=fake.url, TOPICPULSE_ARXIV_DELAY_SECONDS="0",
+            TOPICPULSE_ARXIV_API_URL=fake.url,
+            TOPICPULSE_ARXIV_OAI_URL=fake.oai_url, TOPICPULSE_ARXIV_DELAY_SECONDS="0",
             TOPICPULSE_ARXIV_RETRIES="1",
         )  # fmt: skip
     assert code == 1 and out == ""
     assert err.strip().splitlines()[-1].startswith("topicpulse: poll failed: arXiv unavailable")
-    assert "giving up for this round" in err
+    assert "poll round stopped" in err
     assert stored_ids(tmp_path) == {}
     assert len(fake.requests) == 2
 

@@ -64,6 +64,7 @@ async def test_kill_9_mid_fan_out_loses_nothing(tmp_path: Path) -> None:
             "TELEGRAM_BOT_TOKEN": fake.token,
             "TOPICPULSE_TELEGRAM_API_URL": fake.base_url,
             "TOPICPULSE_ARXIV_API_URL": arxiv.url,
+            "TOPICPULSE_ARXIV_OAI_URL": arxiv.oai_url,
             "TOPICPULSE_DB": str(db),
             "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",
             "TOPICPULSE_BACKFILL_WEEKS": "0",

@@ -400,6 +400,7 @@ async def test_fan_out_at_the_limits(fast_fake: FakeTelegram, tmp_path: Path) ->
             TOPICPULSE_DB=str(db),
             TOPICPULSE_TELEGRAM_API_URL=fast_fake.base_url,
             TOPICPULSE_ARXIV_API_URL=arxiv.url,
+            TOPICPULSE_ARXIV_OAI_URL=arxiv.oai_url,
             TOPICPULSE_BACKFILL_WEEKS=0,
             TOPICPULSE_POLL_SECONDS=3600,
         )

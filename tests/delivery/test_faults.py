@@ -106,6 +106,7 @@ async def session(
         TOPICPULSE_DB=str(db),
         TOPICPULSE_TELEGRAM_API_URL=fake.base_url,
         TOPICPULSE_ARXIV_API_URL=arxiv.url,
+        TOPICPULSE_ARXIV_OAI_URL=arxiv.oai_url,
         TOPICPULSE_ARXIV_DELAY_SECONDS=0,
         TOPICPULSE_ARXIV_TIMEOUT_SECONDS=1,
         TOPICPULSE_ARXIV_RETRIES=1,

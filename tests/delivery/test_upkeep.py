@@ -42,50 +42,47 @@ async def backfill_task(bot) -> asyncio.Task[None] | None:  # type: ignore[no-un
 
 
 # ---------------------------------------------------------------------------------- healing
-async def test_a_backfill_day_that_failed_is_healed_on_restart(tmp_path: Path) -> None:
+async def test_a_history_harvest_that_stopped_is_resumed_on_restart(tmp_path: Path) -> None:
     settings = {"TOPICPULSE_BACKFILL_WEEKS": 1, "TOPICPULSE_ARXIV_RETRIES": 0}
     clock = Clock(NOW)
-    # The first start backfills in the background; arXiv fails on the third day.
-    failing = (ok(), ok(), server_error())
+    # The first start harvests the week's history in the background (pages of 4 records);
+    # arXiv fails on the second page.
     async with bot_session(
-        tmp_path, papers=day_papers(), clock=clock, arxiv_script=failing, **settings
-    ) as bot:
+        tmp_path, papers=day_papers(), clock=clock, arxiv_script=(ok(), server_error()),
+        oai_page_size=4, **settings,
+    ) as bot:  # fmt: skip
         task = await backfill_task(bot)
         assert task is not None
         await asyncio.wait_for(task, timeout=30)
-        assert await bot.pipeline.ingestor.missing_days(1) == [DAYS[2]]  # a hole on day 3
-        assert await bot.store.count_papers() == 2 * (len(DAYS) - 1)
+        assert await bot.pipeline.ingestor.history_missing(1)
+        assert await bot.store.count_papers() == 4  # the first page stays
 
-        await bot.restart()  # the next start fills it
+        bot.arxiv.reset_requests()
+        await bot.restart()  # the next start goes on from the second page
         task = await backfill_task(bot)
         assert task is not None
         await asyncio.wait_for(task, timeout=30)
-        assert await bot.pipeline.ingestor.missing_days(1) == []
+        assert not await bot.pipeline.ingestor.history_missing(1)
         assert await bot.store.count_papers() == 2 * len(DAYS)
+        assert "resumptionToken" in bot.arxiv.requests[0].params
 
-        await bot.restart()  # nothing missing: no backfill at all
+        await bot.restart()  # nothing missing: no history harvest at all
         assert await backfill_task(bot) is None
 
 
-async def test_a_poll_round_heals_a_failed_backfill_day(tmp_path: Path) -> None:
+async def test_an_intake_round_resumes_a_stopped_history_harvest(tmp_path: Path) -> None:
     settings = {"TOPICPULSE_BACKFILL_WEEKS": 1, "TOPICPULSE_ARXIV_RETRIES": 0}
-    async with bot_session(tmp_path, papers=day_papers(), clock=Clock(NOW), **settings) as bot:
+    async with bot_session(
+        tmp_path, papers=day_papers(), clock=Clock(NOW), arxiv_script=(ok(), server_error()),
+        oai_page_size=4, **settings,
+    ) as bot:  # fmt: skip
         task = await backfill_task(bot)
         assert task is not None
         await asyncio.wait_for(task, timeout=30)
-        assert await bot.pipeline.ingestor.missing_days(1) == []
-        # A day goes missing (as if its fetch had failed), and arXiv fails the next try too.
-        hole = DAYS[3].isoformat()
-        async with bot.store._write() as conn:
-            await conn.execute("DELETE FROM backfill_windows WHERE window_start = ?", (hole,))
-        bot.arxiv.script(server_error(), server_error())  # the poll, then the day: both fail
-        await bot.poll()
-        assert [d.isoformat() for d in await bot.pipeline.ingestor.missing_days(1)] == [hole]
-        bot.arxiv.reset_requests()
-        await bot.poll()  # the next cycle fills it
-        assert await bot.pipeline.ingestor.missing_days(1) == []
-        asked = [r.params.get("search_query", "") for r in bot.arxiv.requests]
-        assert sum(hole.replace("-", "") in q for q in asked) == 1
+        assert await bot.pipeline.ingestor.history_missing(1)
+        await bot.poll()  # the intake, then the rest of the history
+        assert not await bot.pipeline.ingestor.history_missing(1)
+        assert await bot.store.count_papers() == 2 * len(DAYS)
 
 
 # ---------------------------------------------------------------------------------- failures

@@ -88,3 +88,46 @@ def test_an_update_missing_all_night_is_taken_as_no_announcement() -> None:
     expected = OAI.update(date(2026, 3, 9))
     assert keep_waiting(expected, expected + timedelta(hours=3))
     assert not keep_waiting(expected, expected + timedelta(hours=10))
+
+
+# ------------------------------------------------------------------------- the schedule
+def test_the_schedule_sleeps_until_shortly_after_the_next_update() -> None:
+    from topicpulse.sources.calendar import AFTER_UPDATE, Calendar, Schedule
+
+    schedule = Schedule(Calendar())
+    thursday_noon = datetime(2026, 5, 21, 16, 0, tzinfo=UTC)  # Wednesday's update was seen
+    at = schedule.next_look(thursday_noon, "2026-05-21")
+    assert at == Calendar().update(date(2026, 5, 21)) + AFTER_UPDATE  # Thursday evening's
+
+
+def test_friday_and_saturday_evenings_cost_no_request() -> None:
+    from topicpulse.sources.calendar import Calendar, Schedule
+
+    schedule = Schedule(Calendar())
+    after_thursday = datetime(2026, 5, 22, 4, 0, tzinfo=UTC)  # Thursday's update arrived
+    at = schedule.next_look(after_thursday, "2026-05-22")
+    assert at.astimezone(Calendar().announcement(date(2026, 5, 24)).tzinfo) > Calendar().update(
+        date(2026, 5, 24)
+    )
+    assert at - Calendar().update(date(2026, 5, 24)) == timedelta(minutes=10)  # Sunday next
+    assert schedule.attempts == 0
+
+
+def test_an_update_not_there_yet_is_asked_again_with_backoff_then_given_up() -> None:
+    from topicpulse.sources.calendar import Calendar, Schedule
+
+    calendar = Calendar()
+    expected = calendar.update(date(2026, 5, 20))  # Wednesday evening's
+    schedule = Schedule(calendar)
+    now, waits = expected + timedelta(minutes=10), []
+    while True:
+        at = schedule.next_look(now, "2026-05-20")  # still Wednesday morning's records
+        waits.append(at - now)
+        if schedule.attempts == 0:
+            break
+        now = at
+    assert waits[:4] == [timedelta(minutes=m) for m in (15, 30, 60, 120)]
+    assert all(w <= timedelta(hours=2) for w in waits[:-1]) and len(waits) <= 9
+    assert now - expected >= timedelta(hours=9)  # kept asking for most of the night
+    at = Schedule(calendar).next_look(expected + timedelta(minutes=20), "2026-05-21")
+    assert at == calendar.update(date(2026, 5, 21)) + timedelta(minutes=10)  # appeared

@@ -1,12 +1,14 @@
 """``topicpulse run``: the python-telegram-bot Application, wired to the pipeline.
 
-Jobs (python-telegram-bot's JobQueue): an ingestion round every TOPICPULSE_POLL_SECONDS
-(at every start, the days of the configured backfill weeks still missing are fetched in the
-background, and a poll round fills any that failed), followed by matching and spike
-detection; the daily maintenance (``delivery/upkeep.py``); a delivery worker that sends the outbox
-as soon as a round queued something (and every few seconds for digests that fall due, or when
-a deferred chat may be retried). Every
-message goes through ``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; replies ahead of
+Jobs (python-telegram-bot's JobQueue): an intake round (OAI-PMH, ``sources/ingest.py``) at
+every start, then shortly after each update arXiv's calendar expects, again with backoff while
+it has not appeared (``sources/calendar.Schedule``), or, with TOPICPULSE_POLL_SECONDS set, every
+N seconds; each followed by matching and spike detection (at every start, a history of the
+configured backfill weeks that is not complete yet is harvested in the background, and an
+intake round resumes one that stopped); the daily maintenance (``delivery/upkeep.py``); a
+delivery worker that sends the outbox as soon as a round queued something (and every few
+seconds for digests that fall due, or when a deferred chat may be retried). Every message
+goes through ``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; replies ahead of
 alerts). Shutdown on SIGINT/SIGTERM lets the sends in flight finish (``DELIVERY_GRACE``), then
 abandons the rest safely — every round and every delivery is settled in the store
 transactionally — and closes the database.
@@ -27,7 +29,7 @@ import secrets
 import signal
 from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -45,6 +47,7 @@ from topicpulse.insight import momentum
 from topicpulse.insight.llm import answer_writer
 from topicpulse.logs import protect_secrets
 from topicpulse.models import utcnow
+from topicpulse.sources.calendar import Calendar, Schedule
 from topicpulse.sources.ingest import Ingestor
 from topicpulse.store import Store
 from topicpulse.topics.catalogue import sync_catalogue
@@ -78,6 +81,7 @@ class Pipeline:
     clock: Callable[[], datetime]
     thresholds: momentum.SpikeThresholds = field(default_factory=momentum.SpikeThresholds)
     backfill_weeks: float = 0
+    schedule: Schedule | None = None  # None: a fixed polling interval
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -112,26 +116,31 @@ class Pipeline:
         self.wake.set()
 
     async def poll_round(self) -> None:
-        """Poll; then fill any day of the backfill period that is still missing (a day that
-        failed on arXiv earlier), so momentum never keeps a hole; then match."""
+        """An intake round; then the history, if a harvest of it stopped (arXiv failed), so
+        momentum never keeps a hole; then match."""
         await self.ingestor.poll()
         if (
             self.backfill_weeks
             and not self.running("backfill")
-            and await self.ingestor.missing_days(self.backfill_weeks)
+            and await self.ingestor.history_missing(self.backfill_weeks)
         ):
             await self._backfill_days()
         await self.after_ingest()
 
+    async def next_look(self) -> timedelta:
+        """How long until the calendar's next intake round (after this one)."""
+        assert self.schedule is not None
+        now = self.clock()
+        at = self.schedule.next_look(now, await self.ingestor.newest_stamp())
+        return max(at - now, timedelta(seconds=1))
+
     async def backfill(self) -> None:
-        """The backfill at start: every missing day of the configured weeks, then a match."""
+        """The history at start (the configured weeks, where not complete), then a match."""
         await self._backfill_days()
         await self.after_ingest()
 
     async def _backfill_days(self) -> None:
-        stats, _ = await self.ingestor.backfill(
-            self.backfill_weeks, progress=_log_progress, include_today=False
-        )
+        stats, _ = await self.ingestor.backfill(self.backfill_weeks, progress=_log_progress)
         log.info(
             "backfill finished: %d new papers (%s)", stats.new, "ok" if stats.ok else stats.message
         )
@@ -175,8 +184,8 @@ def _report_death(task: asyncio.Task[None]) -> None:
 
 
 def _log_progress(done: int, total: int, label: str) -> None:
-    if done == total or done % 7 == 0:
-        log.info("backfill %d/%d days (%s)", done, total, label)
+    if done == total or done % 10 == 0:
+        log.info("history harvest: %d page(s) of about %d (set %s)", done, total, label)
 
 
 def pipeline_of(app: Application) -> Pipeline:  # type: ignore[type-arg]
@@ -188,6 +197,20 @@ async def _poll_job(context: ContextTypes.DEFAULT_TYPE) -> None:
         await pipeline_of(context.application).poll_round()
     except Exception:
         log.exception("ingestion round failed; trying again next round")
+
+
+async def _calendar_job(context: ContextTypes.DEFAULT_TYPE) -> None:
+    """An intake round, then the next one booked where arXiv's calendar says."""
+    pipeline = pipeline_of(context.application)
+    await _poll_job(context)
+    try:
+        wait = await pipeline.next_look()
+    except Exception:
+        log.exception("could not read the intake's state; looking again in an hour")
+        wait = timedelta(hours=1)
+    log.info("next look at arXiv in %s", str(wait).split(".")[0])
+    assert context.job_queue is not None
+    context.job_queue.run_once(_calendar_job, when=wait, name="poll")
 
 
 async def _maintenance_job(context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -234,6 +257,9 @@ def build_application(
             clock,
             thresholds=thresholds,
             backfill_weeks=settings.backfill_weeks,
+            schedule=None
+            if settings.poll_seconds
+            else Schedule(Calendar.of(settings.arxiv_holidays)),
         )
         app.bot_data["pipeline"] = pipeline
         app.bot_data["topicpulse"] = handlers.BotContext(
@@ -242,12 +268,14 @@ def build_application(
             clock=clock,
             wake_delivery=pipeline.wake.set,
             answer_writer=answer_writer(settings),
+            lookup=ingestor.lookup,
         )
         if settings.listen_port is not None:
             pipeline.web_runner = await start_web(
                 WebContext(
                     store,
-                    poll_seconds=settings.poll_seconds,
+                    poll_seconds=settings.page_cache_seconds,
+                    fresh_seconds=settings.fresh_seconds,
                     bot_username=app.bot.username,
                     clock=clock,
                     trusted_proxies=settings.trusted_proxies,
@@ -271,8 +299,8 @@ def build_application(
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
         pipeline.spawn(pipeline.delivery_worker(), "delivery")
-        if settings.backfill_weeks and await ingestor.missing_days(settings.backfill_weeks):
-            # every start: days never fetched, or that failed on arXiv before, are filled now
+        if settings.backfill_weeks and await ingestor.history_missing(settings.backfill_weeks):
+            # every start: a history never harvested, or whose harvest stopped, is read now
             log.info("backfilling the last %s weeks in the background", settings.backfill_weeks)
             pipeline.spawn(pipeline.backfill(), "backfill")
         assert app.job_queue is not None
@@ -283,13 +311,16 @@ def build_application(
             name="maintenance",
             job_kwargs={"max_instances": 1, "coalesce": True},
         )
-        app.job_queue.run_repeating(
-            _poll_job,
-            interval=settings.poll_seconds,
-            first=poll_first,
-            name="poll",
-            job_kwargs={"max_instances": 1, "coalesce": True},
-        )
+        if settings.poll_seconds:
+            app.job_queue.run_repeating(
+                _poll_job,
+                interval=settings.poll_seconds,
+                first=poll_first,
+                name="poll",
+                job_kwargs={"max_instances": 1, "coalesce": True},
+            )
+        else:  # arXiv's calendar decides: the first look now (it catches up on missed days)
+            app.job_queue.run_once(_calendar_job, when=poll_first, name="poll")
         # Everything loaded so far (PTB, matplotlib, the catalogue) lives as long as the bot:
         # keep it out of the collector's full passes, which would otherwise stall the event loop
         # for a fifth of a second now and then (replies to users wait meanwhile).

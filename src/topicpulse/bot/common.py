@@ -29,7 +29,7 @@ from telegram.ext import ContextTypes
 from topicpulse.bot.views import Keyboard, View
 from topicpulse.config import Settings
 from topicpulse.delivery import formatting
-from topicpulse.delivery.chats import UserError, clean_text
+from topicpulse.delivery.chats import Lookup, UserError, clean_text
 from topicpulse.delivery.formatting import esc
 from topicpulse.insight.llm import AnswerWriter
 from topicpulse.models import utcnow
@@ -68,6 +68,8 @@ class BotContext:
     )
     topic_filters: OrderedDict[str, str] = field(default_factory=OrderedDict)
     answer_writer: AnswerWriter | None = None  # /ask's generated answer, when configured
+    # fetches papers the store lacks from arXiv's search API (``Ingestor.lookup``)
+    lookup: Lookup | None = None
 
     def allow(self, sender_id: int) -> bool:
         """Per-sender command rate limit (a sliding window, in memory); ``sender_id`` is

@@ -67,7 +67,9 @@ async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
 
 
 async def _follow_and_reply(update: Update, tp: BotContext, text: str) -> None:
-    result = await chats.follow(tp.store, chat_id_of(update), text, now=tp.clock())
+    result = await chats.follow(
+        tp.store, chat_id_of(update), text, now=tp.clock(), lookup=tp.lookup
+    )
     await reply_view(update, views.follow_result(result))
 
 

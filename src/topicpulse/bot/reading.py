@@ -187,7 +187,11 @@ async def _typed_paper(
         raise UserError(
             f"“{shorten(text, 60)}” is not an arXiv id or link: try e.g. /{command} 2605.01234"
         )
-    found = await services(context).store.get_paper(arxiv_id)
+    tp = services(context)
+    found = await tp.store.get_paper(arxiv_id)
+    if found is None and tp.lookup is not None:  # not stored yet: ask arXiv for that one
+        await chats.lookup_or_explain(tp.lookup, [arxiv_id])
+        found = await tp.store.get_paper(arxiv_id)
     if found is None:
         await reply(update, views.paper_unknown(arxiv_id))
     return found

@@ -28,7 +28,7 @@ def progress() -> Progress:
     if sys.stderr.isatty():
         from tqdm import tqdm
 
-        bar = tqdm(unit="day", desc="backfill", file=sys.stderr)
+        bar = tqdm(unit="page", desc="backfill", file=sys.stderr)
 
         def update(done: int, total: int, label: str) -> None:
             bar.total = total
@@ -39,7 +39,7 @@ def progress() -> Progress:
         return update
 
     def log_line(done: int, total: int, label: str) -> None:
-        log.info("backfill %d/%d days (%s)", done, total, label)
+        log.info("backfill: %d page(s) of about %d (set %s)", done, total, label)
 
     return log_line
 

@@ -122,7 +122,8 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         await sync_catalogue(store)
         context = WebContext(
             store,
-            poll_seconds=settings.poll_seconds,
+            poll_seconds=settings.page_cache_seconds,
+            fresh_seconds=settings.fresh_seconds,
             bot_username=settings.bot_username,
             trusted_proxies=settings.trusted_proxies,
         )

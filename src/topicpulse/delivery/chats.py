@@ -15,7 +15,7 @@ import hashlib
 import re
 import sqlite3
 import unicodedata
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo, available_timezones
@@ -23,6 +23,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from topicpulse.delivery.formatting import shorten
 from topicpulse.insight import ask, examples, momentum
 from topicpulse.models import Chat, StoredPaper, Topic, iso, utcnow
+from topicpulse.sources.arxiv import ArxivUnavailable
 from topicpulse.store import Store, SubscriptionsFull
 from topicpulse.topics import query as ql
 from topicpulse.topics.catalogue import (
@@ -89,6 +90,7 @@ async def follow(
     *,
     now: datetime | None = None,
     query_only: bool = False,
+    lookup: Lookup | None = None,
 ) -> FollowResult:
     """Follow a catalogue topic (by name or slug), a custom query, or papers like one to five
     examples (``like <id> …``), with a preview of the four weeks before ``now``.
@@ -103,7 +105,7 @@ async def follow(
     make: Callable[[], Awaitable[Topic]] = functools.partial(find, store, text)
     word, _, rest = text.partition(" ")
     if word.casefold() == "like" and rest.strip() and not query_only:
-        ids, rule = await example_rule(store, rest, window)
+        ids, rule = await example_rule(store, rest, window, lookup=lookup)
         text = rule.query
         label = f"papers like {', '.join(ids)}"
         make = functools.partial(custom_topic, store, text, max_length=None)
@@ -138,15 +140,32 @@ async def follow(
     return FollowResult(topic, added, count, latest, rule)
 
 
+Lookup = Callable[[Sequence[str]], Awaitable[list[int]]]  # fetch and store papers by id
+
+
+async def lookup_or_explain(lookup: Lookup, arxiv_ids: Sequence[str]) -> None:
+    """Fetch papers the store lacks from arXiv (``Ingestor.lookup``); arXiv not answering is
+    the reader's one line, not a crash."""
+    try:
+        await lookup(arxiv_ids)
+    except ArxivUnavailable:
+        raise UserError("arXiv did not answer just now: try again in a few minutes.") from None
+
+
 async def example_rule(
-    store: Store, text: str, window: list[str]
+    store: Store, text: str, window: list[str], *, lookup: Lookup | None = None
 ) -> tuple[list[str], examples.LikeRule]:
     """The ids ``text`` names (ids or links) and the query they define as a topic
-    (``/follow like``, ``topicpulse preview --like``), its words weighed over ``window``."""
+    (``/follow like``, ``topicpulse preview --like``), its words weighed over ``window``.
+    Examples the store lacks are fetched from arXiv with ``lookup``, where given."""
     try:
         ids = examples.parse_ids(text)
         found = {i: await store.get_paper(i) for i in ids}
         missing = [i for i, p in found.items() if p is None]
+        if missing and lookup is not None:
+            await lookup_or_explain(lookup, missing)
+            found.update({i: await store.get_paper(i) for i in missing})
+            missing = [i for i, p in found.items() if p is None]
         if missing:
             raise UserError(
                 f"{missing[0]} is not stored (yet): examples must be papers I have;"

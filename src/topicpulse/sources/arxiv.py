@@ -34,6 +34,16 @@ log = logging.getLogger(__name__)
 USER_AGENT = (
     f"topicpulse/{__version__} (Telegram arXiv topic alerts; https://github.com/topicpulse)"
 )
+
+
+def user_agent(contact: str | None) -> str:
+    """The User-Agent arXiv sees: the software, and whom to write to about this deployment
+    (``TOPICPULSE_CONTACT``), as arXiv asks of automated clients."""
+    if not contact:
+        return USER_AGENT
+    return USER_AGENT[:-1] + f"; contact: {' '.join(contact.split())})"
+
+
 _ID = re.compile(r"arxiv\.org/abs/(?P<id>[^\s]+?)(?:v(?P<version>\d+))?$")
 _MAX_RETRY_AFTER = 600.0  # a longer wait than this gives up the round instead
 _API_ERROR = "arXiv API error: "
@@ -252,6 +262,7 @@ class ArxivClient:
         retries: int = 4,
         backoff: float = 5.0,
         transport: httpx.AsyncBaseTransport | None = None,
+        contact: str | None = None,
     ) -> None:
         self.base_url = base_url
         self.delay = delay
@@ -262,7 +273,7 @@ class ArxivClient:
         self._last_end = float("-inf")  # when the previous request finished (or failed)
         self._http = httpx.AsyncClient(
             timeout=timeout,
-            headers={"User-Agent": USER_AGENT},
+            headers={"User-Agent": user_agent(contact)},
             limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
             transport=transport,
             follow_redirects=True,

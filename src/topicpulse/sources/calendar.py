@@ -100,3 +100,38 @@ def keep_waiting(expected: datetime, now: datetime) -> bool:
     """Whether an update still missing at ``now`` may yet come (a late announcement), or the
     evening is taken as one without an announcement (an unlisted holiday)."""
     return now - expected < GIVE_UP_AFTER
+
+
+AFTER_UPDATE = timedelta(minutes=10)  # wake this long after an update is expected
+
+
+def appeared(evening: date, newest_stamp: str | None) -> bool:
+    """Whether an evening's update has been harvested: its records carry the next day's
+    datestamp (arXiv dates the announcement of Sunday 20:00 Eastern on Monday)."""
+    return (
+        bool(newest_stamp) and str(newest_stamp)[:10] >= (evening + timedelta(days=1)).isoformat()
+    )
+
+
+@dataclass(slots=True)
+class Schedule:
+    """When the intake looks next: shortly after each expected update; while an expected update
+    has not appeared, again with backoff (``retry_delay``) until ``keep_waiting`` gives up on
+    it; otherwise not until the next one. Friday and Saturday evenings and holidays cost
+    nothing."""
+
+    calendar: Calendar = Calendar()
+    attempts: int = 0  # looks in a row that did not find the awaited update
+
+    def next_look(self, now: datetime, newest_stamp: str | None) -> datetime:
+        evening = self.calendar.last_update(now)
+        if evening is not None and not appeared(evening, newest_stamp):
+            expected = self.calendar.update(evening)
+            if keep_waiting(expected, now):
+                delay = retry_delay(self.attempts)
+                self.attempts += 1
+                _, following = self.calendar.next_update(now)
+                return min(now + delay, following + AFTER_UPDATE)
+        self.attempts = 0
+        _, at = self.calendar.next_update(now)
+        return at + AFTER_UPDATE

@@ -1,19 +1,28 @@
-"""Ingestion rounds: poll the arXiv API, backfill history, import saved responses.
+"""Ingestion rounds: new papers and history from arXiv's OAI-PMH interface, lookups of single
+papers from its search API, imports of saved files.
 
 Every round is recorded in the store (``ingest_runs``) with its requests, new and updated
-papers, errors and duration. A round either stores everything it fetched in one transaction or
-stores nothing: a broken page never leaves a half-written round behind.
+papers, errors and duration. Each harvested page is stored in one transaction, with the
+harvest's progress past it, so a page is never half-written and an interrupted harvest loses
+nothing: what it stored stays, what it had not reached is read by the next one (a page read
+twice is stored once: the upsert reads it as unchanged).
 
-Poll: newest-first by submission date, paging until the papers are older than the overlap
-window (default 7 days). Re-reading that window every round catches papers announced late
-(held in moderation, submitted before papers we already stored); the store dedupes them.
-Backfill: one date-ranged query per day, oldest day first, each day recorded as done in the
-same transaction as its papers, so an interrupted backfill resumes where it stopped.
+- ``poll``: the daily intake. A small ``ListIdentifiers`` request (headers only) asks whether
+  anything changed since the newest record seen (a later datestamp, or a record of that day
+  this process has not read); if so, ``ListRecords`` for the configured categories'
+  sets from the watermark (that newest record's day): every record created or changed since,
+  the day's new papers, later cross-lists into a followed category, replaced versions.
+  ``announce`` decides what each record is; the watermark moves only when every set was read
+  to its last page. A bot down for days reads them all in its next round.
+- ``backfill``: the history. The same harvest from the first day of the configured weeks (OAI-
+  PMH cannot select by submission date: it lists everything changed since, and the papers
+  created before that day are left out), resumable at its next page, and holding the ingest
+  lock one page at a time so the daily intake runs between its pages.
+- ``lookup``: papers by id through the search API's ``id_list``, for a reader who asks for a
+  paper the store does not hold yet; never the daily list.
 
-In the bot (``store_elsewhere``), a round's pages are parsed and stored by a worker process
-(``offload``) with its own connection to the database file: the bot's process only checks and
-counts each page as it arrives, so its event loop never builds thousands of rows while users
-wait for replies (bench/bench_replies.py).
+When a round runs is the scheduler's business (``calendar``): shortly after arXiv's expected
+update, and again with backoff while it has not appeared.
 """
 
 from __future__ import annotations
@@ -21,90 +30,46 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from topicpulse import offload
 from topicpulse.config import Settings
-from topicpulse.models import Paper, RunStats, UpsertResult, iso, utcnow
-from topicpulse.sources.arxiv import (
-    ArxivClient,
-    ArxivUnavailable,
-    FeedError,
-    FeedPage,
-    category_query,
-    date_range_query,
-    parse_feed,
-)
-from topicpulse.store import BackfillWindow, Store
+from topicpulse.models import Paper, RunStats, UpsertResult, utcnow
+from topicpulse.sources.announce import sort_records
+from topicpulse.sources.arxiv import ArxivClient, ArxivUnavailable, FeedError, parse_feed
+from topicpulse.sources.harvest import GROUPS, Harvest, OaiHarvester
+from topicpulse.sources.oai import BAD_TOKEN, OaiError, OaiPage
+from topicpulse.store import IntakeUpdate, Store
 
 log = logging.getLogger(__name__)
 
-EMPTY_PAGE_RETRIES = 3  # the API sometimes answers an empty page although more results exist
-FAILED_DAYS_IN_A_ROW = 3  # a backfill goes past a failing day, but not past an outage
-MAX_RESULTS_PER_QUERY = 30_000  # arXiv serves at most the first 30,000 results of one query
-
 Progress = Callable[[int, int, str], None]  # (done, total, label)
+MAX_LOOKUP = 50  # ids in one id_list request
+NOT_FOUND_FOR = 3600.0  # seconds a lookup that found nothing is not repeated
 
 
 class RoundFailed(RuntimeError):
-    """An ingestion round stopped early; nothing of it was stored."""
+    """An ingestion round stopped early; what it stored before stays stored."""
 
 
-async def _fetch_all(
-    client: ArxivClient,
-    query: str,
-    *,
-    page_size: int,
-    sort_order: str,
-    stop_before: str | None = None,
-    keep_papers: bool = True,
-) -> list[FeedPage]:
-    """Page through one query. With ``stop_before`` (ISO time), stop once a page reaches
-    papers first published before it (the query must be sorted newest first)."""
-    pages: list[FeedPage] = []
-    start = 0
-    while True:
-        page = await _fetch_page(client, query, start, page_size, sort_order, keep_papers)
-        pages.append(page)
-        start += page.entries
-        if page.entries == 0 or start >= page.total_results:
-            break
-        if stop_before and page.oldest_published and page.oldest_published < stop_before:
-            break
-        if start >= MAX_RESULTS_PER_QUERY:
-            log.warning(
-                "query %r has %d results; arXiv serves only the first %d, stopped paging",
-                query, page.total_results, MAX_RESULTS_PER_QUERY,
-            )  # fmt: skip
-            break
-    return pages
-
-
-async def _fetch_page(
-    client: ArxivClient, query: str, start: int, page_size: int, sort_order: str, keep: bool
-) -> FeedPage:
-    """One page; an empty page while totalResults says there is more is asked for again."""
-    for attempt in range(EMPTY_PAGE_RETRIES + 1):
-        page = await client.search(
-            query, start=start, max_results=page_size, sort_order=sort_order, keep_papers=keep
-        )
-        if page.entries > 0 or start >= page.total_results:
-            return page
-        log.warning(
-            "arXiv returned an empty page at start=%d although totalResults=%d (try %d)",
-            start, page.total_results, attempt + 1,
-        )  # fmt: skip
-    raise RoundFailed(
-        f"arXiv kept returning empty pages at start={start} (totalResults={page.total_results})"
-    )
+def harvest_sets(categories: Iterable[str]) -> list[str]:
+    """The OAI-PMH sets that hold the categories: a group (``cs``, ``stat`` …) for the groups'
+    categories, an archive (``physics:hep-th``, ``physics:cond-mat``) for physics. Coarser than
+    one set per category, so a paper cross-listed in two followed categories is read once."""
+    found = set()
+    for category in categories:
+        archive = category.partition(".")[0]
+        found.add(archive if archive in GROUPS else f"physics:{archive}")
+    return sorted(found)
 
 
 class Ingestor:
-    """Runs poll and backfill rounds for a set of categories against one store."""
+    """Runs the intake and history harvests for a set of categories against one store."""
 
     def __init__(
         self,
@@ -112,20 +77,22 @@ class Ingestor:
         client: ArxivClient,
         categories: Sequence[str],
         *,
-        page_size: int = 1000,
+        oai_url: str,
         overlap_days: float = 7,
         clock: Callable[[], datetime] = utcnow,
         store_elsewhere: bool = False,
     ) -> None:
         self.store = store
-        # Parse and store each round's pages in a worker process (when the store is a file).
-        self.store_elsewhere = store_elsewhere
+        self.store_elsewhere = store_elsewhere  # accepted for callers; pages parse in a thread
         self.client = client
+        self.harvester = OaiHarvester(client, oai_url)
         self.categories = list(categories)
-        self.page_size = page_size
-        self.overlap = timedelta(days=overlap_days)
+        self.sets = harvest_sets(self.categories)
+        self.overlap = timedelta(days=overlap_days)  # how far back a first intake reaches
         self.clock = clock
-        self._lock = asyncio.Lock()  # one round at a time (poll and backfill share arXiv)
+        self._lock = asyncio.Lock()  # one page at a time (the intake and history share arXiv)
+        self._not_found: OrderedDict[str, float] = OrderedDict()  # lookups: id → when
+        self._read_on: set[str] = set()  # the ids of the watermark day the last harvest read
 
     @classmethod
     def from_settings(
@@ -145,12 +112,13 @@ class Ingestor:
             timeout=settings.arxiv_timeout_seconds,
             retries=settings.arxiv_retries,
             backoff=backoff,
+            contact=settings.contact,
         )
         return cls(
             store,
             client,
             settings.categories,
-            page_size=settings.arxiv_page_size,
+            oai_url=settings.arxiv_oai_url,
             overlap_days=settings.overlap_days,
             clock=clock,
             store_elsewhere=store_elsewhere,
@@ -160,103 +128,180 @@ class Ingestor:
     def categories_key(self) -> str:
         return " ".join(sorted(self.categories))
 
+    # ------------------------------------------------------------------------- the intake
     async def poll(self) -> tuple[RunStats, UpsertResult]:
-        """One polling round: re-read the overlap window newest-first and store what is new."""
+        """One intake round: every record changed since the watermark, then the watermark."""
         async with self._lock:
-            cutoff = iso(self.clock() - self.overlap)
-            query = category_query(self.categories)
-            return await self._round(
-                "poll",
-                lambda: _fetch_all(
-                    self.client, query, page_size=self.page_size, sort_order="descending",
-                    stop_before=cutoff, keep_papers=not self._elsewhere,
-                ),
-            )  # fmt: skip
+            return await self._round("poll", self._harvest_new)
 
-    def backfill_days(self, weeks: float) -> list[date]:
-        """The complete days a backfill of ``weeks`` weeks covers, oldest first (not today)."""
-        today = self.clock().date()
-        return [today - timedelta(days=n) for n in range(round(weeks * 7), 0, -1)]
+    async def newest_stamp(self) -> str | None:
+        """The newest record datestamp any intake has seen (has an update appeared?)."""
+        return (await self.store.intake_state(self.categories_key)).newest_stamp
 
-    async def missing_days(self, weeks: float) -> list[date]:
-        """Days of the backfill period not yet fetched completely (a failed day stays missing
-        until a later backfill fills it)."""
-        done = await self.store.completed_backfill_windows(self.categories_key)
-        return [d for d in self.backfill_days(weeks) if d.isoformat() not in done]
+    async def _harvest_new(self, result: UpsertResult) -> None:
+        state = await self.store.intake_state(self.categories_key)
+        if state.watermark:
+            since = date.fromisoformat(state.watermark)
+            # One small request first: the headers since the watermark day. Nothing dated later
+            # and no record of that day this process has not read means no update yet (a day
+            # without an announcement, or one not loaded yet): the round ends there.
+            if not await self._changed_since(since):
+                return
+        else:
+            since = (self.clock() - self.overlap).date()
+        newest = state.newest_stamp or ""
+        read_on: dict[str, set[str]] = {}  # datestamp → ids read with it
+        for set_spec in self.sets:
+            async for page in self.harvester.pages(set_spec, since, Harvest()):
+                newest = max(newest, await self._store_page(page, result))
+                for record in page.records:
+                    read_on.setdefault(record.datestamp, set()).add(record.arxiv_id)
+        # The next harvest starts at the newest datestamp read (inclusive: a day's records
+        # that arrive after this harvest are read then), never later than what was read.
+        watermark = newest[:10] or since.isoformat()
+        self._read_on = read_on.get(watermark, set())
+        await self.store.save_intake(
+            IntakeUpdate(
+                self.categories_key,
+                {"watermark": max(watermark, since.isoformat()), "newest_stamp": newest or None},
+            )
+        )
+
+    async def _changed_since(self, watermark: date) -> bool:
+        """Whether the headers since the watermark day hold a later datestamp, or a record of
+        that day this process has not read (after a restart: any). Usually one request; more
+        only while the pages hold nothing but records already read."""
+        day = watermark.isoformat()
+        for set_spec in self.sets:
+            try:
+                async for headers in self.harvester.header_pages(set_spec, watermark):
+                    if any(s > day or (s == day and i not in self._read_on) for i, s in headers):
+                        return True
+            except OaiError as exc:
+                if exc.code != BAD_TOKEN:
+                    raise
+                return True  # the harvest will tell
+        return False
+
+    async def _store_page(
+        self,
+        page: OaiPage,
+        result: UpsertResult,
+        intake: IntakeUpdate | None = None,
+        oldest: str | None = None,
+    ) -> str:
+        """Store one page's papers (and ``intake``) in one transaction; its newest datestamp.
+        ``oldest``: papers new to the store submitted before this day are left out."""
+        known = await self.store.known_versions(r.arxiv_id for r in page.records if r.paper)
+        found = sort_records(page.records, self.categories, known, oldest=oldest)
+        stored = await self.store.upsert_papers(
+            found.papers, announced=found.announced, intake=intake
+        )
+        result.new_ids.extend(stored.new_ids)
+        result.updated += stored.updated
+        result.unchanged += stored.unchanged
+        return found.newest_stamp
+
+    # ------------------------------------------------------------------------ the history
+    def history_start(self, weeks: float) -> date:
+        return self.clock().date() - timedelta(days=round(weeks * 7))
+
+    async def history_missing(self, weeks: float) -> bool:
+        """Whether the papers of the last ``weeks`` weeks are not all stored yet."""
+        if weeks <= 0:
+            return False
+        done = (await self.store.intake_state(self.categories_key)).history_from
+        return done is None or done > self.history_start(weeks).isoformat()
 
     async def backfill(
-        self, weeks: float, progress: Progress | None = None, *, include_today: bool = True
+        self, weeks: float, progress: Progress | None = None
     ) -> tuple[RunStats, list[int]]:
-        """Fetch the last ``weeks`` weeks day by day, skipping days already completed, then
-        (with ``include_today``) today so far, which is never recorded as complete.
+        """Harvest the history of the last ``weeks`` weeks, unless it is complete already;
+        resumes an interrupted harvest of the same start at its next page. Returns the round's
+        stats and the row ids of the papers it stored new."""
+        if not await self.history_missing(weeks):
+            return RunStats(kind="backfill"), []
+        start = self.history_start(weeks).isoformat()
+        stats, result = await self._round(
+            "backfill", lambda result: self._harvest_history(start, result, progress)
+        )
+        return stats, result.new_ids
 
-        Returns the summed stats and the row ids of all papers it stored new. A failed day is
-        skipped (the next call retries it); three failed days in a row stop the backfill. The
-        ingest lock is held for one day at a time, so a first deploy's long backfill does not
-        hold up the polls (they run between its days).
-        """
-        today = self.clock().date()
-        todo: list[tuple[date, BackfillWindow | None]] = [
-            (day, BackfillWindow(self.categories_key, day.isoformat(), day.isoformat()))
-            for day in await self.missing_days(weeks)
+    async def _harvest_history(
+        self, start: str, result: UpsertResult, progress: Progress | None
+    ) -> None:
+        key = self.categories_key
+        state = await self.store.intake_state(key)
+        sets, token = self.sets, None
+        if state.pending_from == start and state.pending_set in sets:
+            sets = sets[sets.index(state.pending_set) :]
+            token = state.pending_token
+            log.info("resuming the history harvest at set %s", state.pending_set)
+        done = 0
+        for index, set_spec in enumerate(sets):
+            harvest = Harvest()
+            pages = self.harvester.pages(
+                set_spec, date.fromisoformat(start), harvest, resume=token
+            ).__aiter__()
+            token = None
+            while True:
+                async with self._lock:  # one page at a time: the intake runs between them
+                    page = await anext(pages, None)
+                    if page is None:
+                        break
+                    after = page.token.value if page.token else None
+                    following = sets[index + 1] if index + 1 < len(sets) else None
+                    progress_past = {
+                        "pending_from": start,
+                        "pending_set": set_spec if after else following,
+                        "pending_token": after,
+                    }
+                    if after is None and following is None:  # the last page of the last set
+                        progress_past = {
+                            "history_from": start,
+                            "pending_from": None,
+                            "pending_set": None,
+                            "pending_token": None,
+                        }
+                    await self._store_page(
+                        page, result, IntakeUpdate(key, progress_past), oldest=start
+                    )
+                done += 1
+                if progress:
+                    progress(done, max(done, _pages_expected(page, done)), set_spec)
+
+    # ------------------------------------------------------------------------- lookups
+    async def lookup(self, arxiv_ids: Sequence[str]) -> list[int]:
+        """Fetch papers by id from the search API (``id_list``) and store those of the
+        configured categories (the store keeps those only); the row ids of the ones new to it.
+        An id arXiv did not know (or of other categories) is not asked again for an hour.
+        Raises ``ArxivUnavailable`` when arXiv does not answer."""
+        now = time.monotonic()
+        wanted = [
+            i
+            for i in dict.fromkeys(arxiv_ids)
+            if now - self._not_found.get(i, -NOT_FOUND_FOR) >= NOT_FOUND_FOR
         ]
-        if include_today:
-            todo.append((today, None))
-        total_days = len(self.backfill_days(weeks)) + int(include_today)
-        total = RunStats(kind="backfill")
-        new_ids: list[int] = []
-        failed: list[str] = []
-        failed_in_a_row = 0
-        for index, (day, window) in enumerate(todo, start=1):
-            async with self._lock:  # a day at a time: polls run between the days
-                stats, result = await self._round(
-                    "backfill", lambda day=day: self._fetch_day(day), window=window
-                )
-            for name in ("requests", "new", "updated", "errors", "duration_s"):
-                setattr(total, name, getattr(total, name) + getattr(stats, name))
-            new_ids.extend(result.new_ids)
-            if progress:
-                progress(total_days - len(todo) + index, total_days, day.isoformat())
-            if stats.ok:
-                failed_in_a_row = 0
-                continue
-            # A day that keeps failing must not block the days after it: go on, and stop
-            # only when arXiv seems down (several days in a row); missing days are retried.
-            failed.append(day.isoformat())
-            failed_in_a_row += 1
-            total.ok = False
-            total.message = f"failed days: {', '.join(failed)} ({stats.message})"
-            if failed_in_a_row >= FAILED_DAYS_IN_A_ROW:
-                total.message = f"stopped at {day}: {total.message}"
-                break
-        return total, new_ids
+        new: list[int] = []
+        for start in range(0, len(wanted), MAX_LOOKUP):
+            chunk = wanted[start : start + MAX_LOOKUP]
+            page = await self.client.fetch(
+                {"id_list": ",".join(chunk), "start": 0, "max_results": len(chunk)}
+            )
+            ours = [p for p in page.papers if set(p.categories) & set(self.categories)]
+            new.extend((await self.store.upsert_papers(ours)).new_ids)
+            kept = {p.arxiv_id for p in ours}
+            for arxiv_id in chunk:
+                if arxiv_id not in kept:
+                    self._not_found[arxiv_id] = now
+                    self._not_found.move_to_end(arxiv_id)
+            while len(self._not_found) > 10_000:
+                self._not_found.popitem(last=False)
+        return new
 
-    @property
-    def _elsewhere(self) -> bool:
-        return self.store_elsewhere and self.store.file_backed()
-
-    async def _fetch_day(self, day: date) -> list[FeedPage]:
-        query = date_range_query(self.categories, day, day)
-        return await _fetch_all(
-            self.client, query, page_size=self.page_size, sort_order="ascending",
-            keep_papers=not self._elsewhere,
-        )  # fmt: skip
-
-    async def _store(self, pages: list[FeedPage], window: BackfillWindow | None) -> UpsertResult:
-        """Store a round's papers: here, or parsed and stored by a worker process."""
-        if self._elsewhere:
-            bodies = [page.body for page in pages]
-            now = self.store.clock()
-            return await offload.run(store_feeds, self.store.path, bodies, window, now)
-        papers = [paper for page in pages for paper in page.papers]
-        return await self.store.upsert_papers(papers, window=window)
-
+    # ----------------------------------------------------------------------------- rounds
     async def _round(
-        self,
-        kind: str,
-        fetch: Callable[[], Awaitable[list[FeedPage]]],
-        *,
-        window: BackfillWindow | None = None,
+        self, kind: str, work: Callable[[UpsertResult], Awaitable[None]]
     ) -> tuple[RunStats, UpsertResult]:
         run_id = await self.store.start_run(kind)
         stats = RunStats(kind=kind)
@@ -267,22 +312,19 @@ class Ingestor:
         # using the same client at the same time.
         with self.client.count_requests() as sent:
             try:
-                pages = await fetch()
-                if window is not None and not _complete(pages, window):
-                    window = None  # stored, but the day stays missing: asked for again
-                result = await self._store(pages, window)
-                stats.new, stats.updated = result.new, result.updated
-            except (ArxivUnavailable, FeedError, RoundFailed) as exc:
+                await work(result)
+            except (ArxivUnavailable, FeedError, OaiError, RoundFailed) as exc:
                 stats.ok, stats.errors, stats.message = False, 1, str(exc)
                 log.error(
-                    "%s round failed, giving up for this round (nothing stored; the next round "
-                    "tries again): %s", kind, exc,
+                    "%s round stopped (%d new papers stored before it; the next round goes on "
+                    "from there): %s", kind, result.new, exc,
                 )  # fmt: skip
             except Exception as exc:  # a bug or a store failure: record the round, then raise
                 stats.ok, stats.errors = False, 1
                 stats.message = f"{type(exc).__name__}: {exc}"
                 unexpected = exc
             stats.requests = sent()
+        stats.new, stats.updated = result.new, result.updated
         stats.duration_s = time.monotonic() - started
         await self.store.finish_run(run_id, stats)
         if unexpected is not None:
@@ -295,26 +337,15 @@ class Ingestor:
         return stats, result
 
 
-def _complete(pages: list[FeedPage], window: BackfillWindow) -> bool:
-    """Whether a day's answer may be recorded as the whole day. arXiv has answered HTTP 200 with
-    no results for minutes at a time: a weekday (Monday-Friday) that comes back empty is not
-    taken as complete, and a later backfill asks again; an empty weekend day is (few papers
-    are submitted then). A weekday truly without papers costs one request a backfill."""
-    if any(page.total_results or page.entries for page in pages):
-        return True
-    if date.fromisoformat(window.start).weekday() >= 5:
-        return True
-    log.warning("arXiv found no papers for weekday %s: not recorded as complete", window.start)
-    return False
-
-
-def store_feeds(
-    path: str, bodies: list[bytes], window: BackfillWindow | None, now: datetime
-) -> UpsertResult:
-    """In a worker process: parse a round's pages and store their papers (one transaction),
-    through a connection of this process's own; ``now`` is the store's time for the rows."""
-    papers = [paper for body in bodies for paper in parse_feed(body).papers]
-    return Store.run_apart(path, now, lambda store: store.upsert_papers(papers, window=window))
+def _pages_expected(page: OaiPage, done: int) -> int:
+    """How many pages this set's harvest will take, where the server says (old server's
+    ``completeListSize``); else one more than read so far while a token follows."""
+    token = page.token
+    if token is None:
+        return done
+    if token.complete_list_size and page.records:
+        return math.ceil(token.complete_list_size / len(page.records))
+    return done + 1
 
 
 # ---------------------------------------------------------------------------------- import

@@ -135,6 +135,34 @@ def _token(element: ET.Element | None) -> ResumptionToken | None:
     )
 
 
+def list_headers(data: bytes) -> tuple[list[tuple[str, str]], str | None]:
+    """(arXiv id, datestamp) of each header of a ``ListIdentifiers`` page (``noRecordsMatch``:
+    none), and the resumption token of the next page (None: the last). Raises ``OaiError`` as
+    ``parse_list_records`` does."""
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise OaiError("malformed", f"not XML ({exc})") from None
+    errors = root.findall(f"{_OAI}error")
+    codes = [e.get("code", "") for e in errors]
+    if codes == [NO_RECORDS]:
+        return [], None
+    if errors:
+        raise OaiError(codes[0], " ".join((errors[0].text or "").split()))
+    listing = root.find(f"{_OAI}ListIdentifiers")
+    if listing is None:
+        raise OaiError("malformed", "no ListIdentifiers element")
+    headers = [
+        (
+            (_text(h, f"{_OAI}identifier") or "").removeprefix("oai:arXiv.org:"),
+            _text(h, f"{_OAI}datestamp") or "",
+        )
+        for h in listing.iterfind(f"{_OAI}header")
+    ]
+    token = _token(listing.find(f"{_OAI}resumptionToken"))
+    return headers, token.value if token else None
+
+
 def parse_list_records(data: bytes) -> OaiPage:
     """One ``ListRecords`` response (``metadataPrefix=arXiv``) as papers and the next token.
 

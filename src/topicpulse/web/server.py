@@ -70,7 +70,8 @@ class WebContext:
     ``X-Forwarded-For`` is believed (none: the connection's address is the visitor)."""
 
     store: Store
-    poll_seconds: float
+    poll_seconds: float  # the pages are cached this long
+    fresh_seconds: float | None = None  # /healthz/fresh: the intake's age limit (3× poll_seconds)
     bot_username: str | None = None
     clock: Callable[[], datetime] = utcnow
     delivery_state: Callable[[], str] = lambda: "not running in this process"
@@ -228,7 +229,8 @@ async def _health_body(request: web.Request) -> dict[str, object]:
     age = (tp.clock() - parse_iso(last)).total_seconds() if last else None
     state = tp.delivery_state()
     depth = (await tp.store.outbox_counts()).get("pending", 0)
-    fresh = age is not None and age <= 3 * tp.poll_seconds and state != "halted"
+    limit = tp.fresh_seconds or 3 * tp.poll_seconds
+    fresh = age is not None and age <= limit and state != "halted"
     return {
         "status": "ok",
         "fresh": fresh,
