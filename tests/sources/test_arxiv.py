@@ -34,8 +34,6 @@ from topicpulse.sources.arxiv import (
     ArxivUnavailable,
     FeedError,
     _retry_after_seconds,
-    category_query,
-    date_range_query,
     parse_feed,
     typed_id,
 )
@@ -473,15 +471,6 @@ def test_double_encoded_text_is_repaired(raw: str, parsed: str) -> None:
     paper = make_paper("2405.00001", "2024-05-01T00:00:00Z", title=raw, authors=(raw,))
     (result,) = parse_feed(render_feed([paper])).papers
     assert (result.title, result.authors) == (parsed, (parsed,))
-
-
-# ---------------------------------------------------------------------------------- queries
-def test_query_builders() -> None:
-    assert category_query(["cs.CL", "stat.ML"]) == "cat:cs.CL OR cat:stat.ML"
-    first = datetime(2026, 5, 1, tzinfo=UTC).date()
-    assert date_range_query(["cs.CL"], first, first + timedelta(days=2)) == (
-        "(cat:cs.CL) AND submittedDate:[202605010000 TO 202605032359]"
-    )
 
 
 # ---------------------------------------------------------------------------------- Retry-After

@@ -13,7 +13,7 @@ import pytest
 from fake_arxiv import make_paper
 from topicpulse.models import Chat, RunStats
 from topicpulse.store import (
-    BackfillWindow,
+    IntakeUpdate,
     Migration,
     MigrationError,
     Store,
@@ -262,14 +262,14 @@ async def test_large_batches_and_round_trip_of_every_field(store: Store) -> None
 async def test_a_failing_batch_stores_nothing(store: Store) -> None:
     good = make_paper("2605.00001", "2026-05-01T10:00:00Z")
     bad = dataclasses.replace(make_paper("2605.00002", "2026-05-01T10:00:00Z"), version=0)
-    window = BackfillWindow("cs.CL", "2026-05-01", "2026-05-01")
+    progress = IntakeUpdate("cs.CL", {"pending_from": "2026-05-01", "pending_token": "t1"})
     with pytest.raises(sqlite3.IntegrityError):
-        await store.upsert_papers([good, bad], window=window)
+        await store.upsert_papers([good, bad], intake=progress)
     assert await store.count_papers() == 0
-    assert await store.completed_backfill_windows("cs.CL") == set()
-    result = await store.upsert_papers([good], window=window)  # the store is still writable
+    assert (await store.intake_state("cs.CL")).pending_token is None  # nor the progress
+    result = await store.upsert_papers([good], intake=progress)  # the store is still writable
     assert result.new == 1
-    assert await store.completed_backfill_windows("cs.CL") == {"2026-05-01"}
+    assert (await store.intake_state("cs.CL")).pending_token == "t1"
 
 
 # ---------------------------------------------------------------------------------- FTS

@@ -18,11 +18,11 @@ import math
 import re
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 
 import httpx
 
@@ -90,17 +90,6 @@ def typed_id(text: str) -> str | None:
         return None
     arxiv_id = found.group("id")
     return arxiv_id if "/" in arxiv_id else arxiv_id.lower()
-
-
-def category_query(categories: Iterable[str]) -> str:
-    """``cat:cs.AI OR cat:cs.CL …`` for the arXiv API's search_query."""
-    return " OR ".join(f"cat:{c}" for c in categories)
-
-
-def date_range_query(categories: Iterable[str], first: date, last: date) -> str:
-    """Papers in ``categories`` first submitted between two days, inclusive (UTC)."""
-    span = f"submittedDate:[{first:%Y%m%d}0000 TO {last:%Y%m%d}2359]"
-    return f"({category_query(categories)}) AND {span}"
 
 
 # ---------------------------------------------------------------------------------- parsing

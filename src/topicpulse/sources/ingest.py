@@ -237,7 +237,7 @@ class Ingestor:
             sets = sets[sets.index(state.pending_set) :]
             token = state.pending_token
             log.info("resuming the history harvest at set %s", state.pending_set)
-        done = 0
+        done = records = 0
         for index, set_spec in enumerate(sets):
             harvest = Harvest()
             pages = self.harvester.pages(
@@ -249,6 +249,7 @@ class Ingestor:
                     page = await anext(pages, None)
                     if page is None:
                         break
+                    records += len(page.records)
                     after = page.token.value if page.token else None
                     following = sets[index + 1] if index + 1 < len(sets) else None
                     progress_past = {
@@ -256,6 +257,10 @@ class Ingestor:
                         "pending_set": set_spec if after else following,
                         "pending_token": after,
                     }
+                    if after is None and following is None and not records and not token:
+                        # arXiv has answered "nothing" for minutes at a time: weeks of history
+                        # without one record are not taken as complete (asked again later)
+                        raise RoundFailed(f"OAI-PMH listed no records since {start}")
                     if after is None and following is None:  # the last page of the last set
                         progress_past = {
                             "history_from": start,

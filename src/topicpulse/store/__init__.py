@@ -1,7 +1,7 @@
 """The SQLite store: every query topicpulse runs, laid out by what it stores.
 
 - ``database``: the connections (one writer, read-only readers) and the migrations;
-- ``papers``: papers, ingestion runs, backfill days;
+- ``papers``: papers and ingestion runs;
 - ``intake``: where the OAI-PMH harvests stand;
 - ``topics``: topics and their matches;
 - ``counts``: momentum counts, topic and query papers, spike episodes;
@@ -31,12 +31,11 @@ from topicpulse.store.database import (
 )
 from topicpulse.store.intake import IntakeQueries, IntakeState, IntakeUpdate
 from topicpulse.store.outbox import OutboxQueries
-from topicpulse.store.papers import BackfillWindow, BatchRow, PaperQueries, read_batch
+from topicpulse.store.papers import BatchRow, PaperQueries, read_batch
 from topicpulse.store.topics import TopicQueries
 
 __all__ = [
     "CHAT_SETTINGS",
-    "BackfillWindow",
     "BatchRow",
     "IntakeState",
     "IntakeUpdate",

@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import aiosqlite
@@ -16,13 +15,6 @@ from topicpulse.models import Paper, RunStats, StoredPaper, UpsertResult
 from topicpulse.store import rows
 from topicpulse.store.database import Database, read_only_uri
 from topicpulse.store.intake import IntakeUpdate, write_intake
-
-
-@dataclass(frozen=True, slots=True)
-class BackfillWindow:
-    categories: str
-    start: str  # YYYY-MM-DD inclusive
-    end: str  # YYYY-MM-DD inclusive
 
 
 def _newest_per_id(papers: Iterable[Paper]) -> dict[str, Paper]:
@@ -42,7 +34,6 @@ class PaperQueries(Database):
         self,
         papers: Iterable[Paper],
         *,
-        window: BackfillWindow | None = None,
         announced: Mapping[str, str] | None = None,
         intake: IntakeUpdate | None = None,
     ) -> UpsertResult:
@@ -51,9 +42,9 @@ class PaperQueries(Database):
         A paper already stored is updated only when the incoming copy is a newer version (or the
         same version with changed metadata, e.g. a cross-list or DOI added later); it keeps its
         row id, ``stored_at`` and ``announced``, and does not count as new. A new paper's
-        ``announced`` is ``announced[arxiv_id]``, else its ``published``. With ``window``, the
-        backfill window is recorded as complete in the same transaction; with ``intake``, the
-        harvest's progress is (so a page and the progress past it are stored together).
+        ``announced`` is ``announced[arxiv_id]``, else its ``published``. With ``intake``, the
+        harvest's progress is recorded in the same transaction (a page and the progress past
+        it are stored together).
         """
         announced = announced or {}
         incoming = _newest_per_id(papers)
@@ -92,13 +83,6 @@ class PaperQueries(Database):
                 )
                 await conn.executemany(f"UPDATE papers SET {assignments} WHERE arxiv_id=?", updates)
                 result.updated = len(updates)
-            if window is not None:
-                await conn.execute(
-                    "INSERT OR REPLACE INTO backfill_windows"
-                    " (categories, window_start, window_end, papers, completed_at)"
-                    " VALUES (?,?,?,?,?)",
-                    (window.categories, window.start, window.end, len(incoming), now),
-                )
             if intake is not None:
                 await write_intake(conn, intake, now)
         return result
@@ -227,13 +211,6 @@ class PaperQueries(Database):
                 (before,),
             )
             return max(cur.rowcount, 0)
-
-    # ------------------------------------------------------------------ backfill progress
-    async def completed_backfill_windows(self, categories: str) -> set[str]:
-        found = await self._rows(
-            "SELECT window_start FROM backfill_windows WHERE categories = ?", (categories,)
-        )
-        return {r["window_start"] for r in found}
 
 
 # A batch's searchable text as the FTS index holds it: (id, title, abstract, authors, categories).
