@@ -89,11 +89,13 @@ async def follow(
     *,
     now: datetime | None = None,
     query_only: bool = False,
+    thread_id: int | None = None,
 ) -> FollowResult:
     """Follow a catalogue topic (by name or slug), a custom query, or papers like one to five
     examples (``like <id> …``), with a preview of the four weeks before ``now``.
     ``query_only``: ``text`` is a query, even if it reads like a topic's name or ``like …``
-    (a web page's query: follow what the page showed)."""
+    (a web page's query: follow what the page showed). ``thread_id``: the forum topic the
+    follow came from, where its alerts go (None: General, or a chat without topics)."""
     text = check_argument(text, "topic name or query")
     now = now or utcnow()
     window = [iso(now - momentum.WINDOW), iso(now)]
@@ -118,7 +120,11 @@ async def follow(
             await store.refresh_topic_matches(topic)
             # the cap is checked again in the follow's own transaction: races cannot pass it
             added = await store.subscribe(
-                chat_id, topic.id, cap=MAX_FOLLOWS, label=label if topic.is_custom else None
+                chat_id,
+                topic.id,
+                cap=MAX_FOLLOWS,
+                label=label if topic.is_custom else None,
+                thread_id=thread_id,
             )
             break
         except ql.QueryError as exc:
