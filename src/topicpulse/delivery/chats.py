@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import re
@@ -359,15 +358,17 @@ async def set_timezone(
 async def _save_schedule(
     store: Store, chat_id: int, settings: dict[str, object], now: datetime | None
 ) -> Chat:
-    chat = await store.chat(chat_id)  # the command registered it (keeping its real type)
-    if chat is None:
-        chat = await store.ensure_chat(chat_id)
-    updated = dataclasses.replace(chat, **settings)  # type: ignore[arg-type]
-    due = next_digest_at(updated, now or utcnow())
-    await store.update_chat(chat_id, **settings, next_digest_at=iso(due) if due else None)
-    result = await store.chat(chat_id)
-    assert result is not None
-    return result
+    """Apply ``settings`` and the next digest time they give, read, merged and written in one
+    store transaction (two commands at once cannot undo each other's half)."""
+    if await store.chat(chat_id) is None:  # the command registered it (keeping its real type)
+        await store.ensure_chat(chat_id)
+    when = now or utcnow()
+
+    def next_due(chat: Chat) -> str | None:
+        due = next_digest_at(chat, when)
+        return iso(due) if due else None
+
+    return await store.update_schedule(chat_id, settings, next_due)
 
 
 def describe_schedule(chat: Chat) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from topicpulse.models import Chat, Subscription, Topic
@@ -76,6 +78,32 @@ class ChatQueries(Database):
                 f"UPDATE chats SET {assignments}, updated_at = ? WHERE chat_id = ?",
                 (*settings.values(), self._now(), chat_id),
             )
+
+    async def update_schedule(
+        self, chat_id: int, settings: dict[str, Any], next_due: Callable[[Chat], str | None]
+    ) -> Chat:
+        """Change the chat's digest settings and set its next digest time, ``next_due`` of the
+        chat as changed, in one transaction: concurrent /digest and /timezone each see the
+        other's change, and neither writes a due time computed from a stale copy."""
+        unknown = set(settings) - CHAT_SETTINGS
+        if unknown:
+            raise ValueError(f"not chat settings: {sorted(unknown)}")
+        async with self._write() as conn:
+            async with conn.execute(
+                f"SELECT {rows.CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                raise LookupError(f"no chat {chat_id}")
+            changed = dataclasses.replace(rows.chat(row), **settings)
+            changed = dataclasses.replace(changed, next_digest_at=next_due(changed))
+            values = {**settings, "next_digest_at": changed.next_digest_at}
+            assignments = ", ".join(f"{name} = ?" for name in values)
+            await conn.execute(
+                f"UPDATE chats SET {assignments}, updated_at = ? WHERE chat_id = ?",
+                (*values.values(), self._now(), chat_id),
+            )
+        return changed
 
     async def advance_digest(self, chat: Chat, next_digest_at: str | None) -> bool:
         """Set the chat's next digest time, computed by a digest pass from ``chat`` (its row as
