@@ -316,11 +316,11 @@ class Courier:
         self._defer(chat_id, delay, "closed")
         first = await self.store.mark_topic_closed(chat_id)
         log.info(
-            "chat %s: forum topic %s is closed (%s); %d pending kept, trying again in %.0fs",
+            "chat %s: forum topic %s is closed (%s); outbox rows %s kept, trying again in %.0fs",
             chat_id,
             exc.thread_id if exc.thread_id is not None else "General",
             exc,
-            len(message.outbox_ids),
+            message.outbox_ids,
             delay,
         )
         if first:
