@@ -46,14 +46,25 @@ What it covers
   scope escalates (doubles) the penalty.  All of it runs on the injected ``clock``.
 * ``latency``: every request sleeps that long before it is processed; requests are served
   concurrently.  Per-request work is O(1) apart from parsing the request's own text.
+* Slow answers (:meth:`FakeTelegram.answer_slowly`): chosen calls are processed and recorded at
+  once (the message *is* delivered) and answered only after a delay, in real seconds — what a
+  client's read timeout meets when Telegram is busy.
+* Forum supergroups (:meth:`FakeTelegram.make_forum`, :meth:`FakeTelegram.create_topic`,
+  :meth:`FakeTelegram.close_topic`, ``reopen_topic``, ``delete_topic``): ``user_sends(...,
+  thread_id=N)`` carries ``message_thread_id`` and ``is_topic_message``; a send with
+  ``message_thread_id`` (or replying to a topic message) is posted in that topic and says so;
+  a closed topic (General included) answers 400 ``Bad Request: TOPIC_CLOSED`` unless the bot
+  may manage topics, an unknown or deleted one ``Bad Request: message thread not found``
+  (also for a thread id in a chat without topics).
 * ``hold_sends``/``release_sends``: accepted sends wait for their answer at a gate, so that a
   test can catch the bot mid-send without racing it; ``in_flight``, ``held`` and
   ``open_connections`` tell what the server is still working on.
 
 What it deliberately does not do
 --------------------------------
-* No inline mode, payments, stickers, polls, media groups, business or
-  forum-topic features; no ``inline_message_id`` edits.
+* No inline mode, payments, stickers, polls, media groups or business features; no
+  ``inline_message_id`` edits; no forum-topic *methods* (createForumTopic, …: a test opens and
+  closes topics through the knobs above) and no topic service messages.
 * MarkdownV2/Markdown are *not* validated (the text is accepted verbatim, no entities), and no
   automatic entities (url/mention/hashtag) are detected in the bot's own messages.
 * Deliberately stricter than Telegram in one respect: a bare ``&`` that does not start one of
@@ -259,6 +270,7 @@ class SentMessage:
     entities: list[dict[str, Any]] = field(default_factory=list)
     document_bytes: bytes | None = field(default=None, repr=False)
     params: dict[str, Any] = field(default_factory=dict, repr=False)
+    thread_id: int | None = None  # the forum topic it was posted in (None: General / none)
 
     @property
     def buttons(self) -> list[tuple[str, str | None]]:
@@ -318,6 +330,19 @@ class _Injection:
     retry_after: int | None
     remaining: int
     chat_id: int | None
+
+
+@dataclass(slots=True)
+class _Slow:
+    delay: float
+    remaining: int | None  # None: every matching call
+    chat_id: int | None
+
+
+@dataclass(slots=True)
+class _Topic:
+    name: str
+    closed: bool = False
 
 
 @dataclass(slots=True)
@@ -534,6 +559,9 @@ class FakeTelegram:
 
         # Behaviour knobs.
         self._injections: dict[str, list[_Injection]] = {}
+        self._slow: dict[str, list[_Slow]] = {}
+        self._forums: dict[int, dict[int, _Topic]] = {}  # chat → thread id → topic
+        self._general_closed: set[int] = set()
         self._unreachable_until = -math.inf
 
         # Flood control state.
@@ -630,8 +658,11 @@ class FakeTelegram:
         username: str = "alice",
         reply_to: int | None = None,
         sender_chat: int | None = None,
+        thread_id: int | None = None,
     ) -> int:
         """Queue a ``message`` update as if a user typed ``text``; returns the update id.
+        ``thread_id``: in a forum (:meth:`make_forum`), the topic it is written in (None:
+        General), carried as ``message_thread_id`` with ``is_topic_message``.
         ``reply_to``: the id of a message in the chat this one replies to (Telegram then
         carries that message, without its own reply, as ``reply_to_message``).
 
@@ -666,6 +697,11 @@ class FakeTelegram:
         }
         if sender_chat is not None:
             message["sender_chat"] = on_behalf
+        if thread_id is not None:
+            if thread_id not in self._forums.get(chat_id, {}):
+                raise ValueError(f"chat {chat_id} has no forum topic {thread_id}")
+            message["message_thread_id"] = thread_id
+            message["is_topic_message"] = True
         if reply_to is not None:
             replied = self._messages[(chat_id, reply_to)].data
             message["reply_to_message"] = {
@@ -997,6 +1033,58 @@ class FakeTelegram:
             _Injection(status, description, retry_after, count, chat_id)
         )
 
+    def answer_slowly(
+        self,
+        method: str,
+        *,
+        delay: float,
+        chat_id: int | None = None,
+        count: int | None = None,
+    ) -> None:
+        """The next ``count`` calls of ``method`` (every one if None; optionally only for
+        ``chat_id``) are processed and recorded at once — a send is delivered — but answered
+        only ``delay`` real seconds later (a client's read timeout is on real time), or when
+        the fake stops."""
+        self._slow.setdefault(method.lower(), []).append(_Slow(delay, count, chat_id))
+
+    def make_forum(self, chat_id: int, *, title: str | None = None) -> dict[str, Any]:
+        """Make ``chat_id`` (a supergroup, -100…) a forum: its chat says ``is_forum``, and
+        its messages can be in topics (:meth:`create_topic`). Returns the chat."""
+        if _group_type(chat_id) != "supergroup":
+            raise ValueError("only supergroups (-100XXXXXXXXXX) can be forums")
+        chat = self._register_chat(chat_id, "supergroup", title, "")
+        chat["is_forum"] = True
+        self._forums.setdefault(chat_id, {})
+        return chat
+
+    def create_topic(self, chat_id: int, name: str) -> int:
+        """A new topic in the forum ``chat_id``; returns its ``message_thread_id`` (like
+        Telegram: the id of the message that created it)."""
+        if chat_id not in self._forums:
+            self.make_forum(chat_id)
+        thread_id = self._alloc_message_id(chat_id)
+        self._forums[chat_id][thread_id] = _Topic(name)
+        return thread_id
+
+    def close_topic(self, chat_id: int, thread_id: int | None) -> None:
+        """Close a topic (None: General): the bot's sends there answer TOPIC_CLOSED."""
+        self._set_closed(chat_id, thread_id, True)
+
+    def reopen_topic(self, chat_id: int, thread_id: int | None) -> None:
+        self._set_closed(chat_id, thread_id, False)
+
+    def delete_topic(self, chat_id: int, thread_id: int) -> None:
+        """Delete a topic: sends there answer "message thread not found"."""
+        del self._forums[chat_id][thread_id]
+
+    def _set_closed(self, chat_id: int, thread_id: int | None, closed: bool) -> None:
+        if chat_id not in self._forums:
+            raise ValueError(f"chat {chat_id} is not a forum")
+        if thread_id is None:
+            (self._general_closed.add if closed else self._general_closed.discard)(chat_id)
+        else:
+            self._forums[chat_id][thread_id].closed = closed
+
     def set_unreachable(self, seconds: float) -> None:
         """For ``seconds`` (on ``clock``) every request has its connection dropped unanswered.
 
@@ -1136,6 +1224,9 @@ class FakeTelegram:
                 payload["parameters"] = exc.parameters
             return self._json_response(payload, exc.code)
         self._record(method, params, "ok")
+        delay = self._slow_delay(method, params)
+        if delay > 0:
+            await asyncio.sleep(delay)
         while (
             self._hold_at is not None
             and len(self.sent) > self._hold_at
@@ -1159,6 +1250,42 @@ class FakeTelegram:
                 {"ok": False, "error_code": 404, "description": "Not Found"}, 404
             )
         return web.Response(body=data, content_type="application/octet-stream")
+
+    def _slow_delay(self, method: str, params: dict[str, Any]) -> float:
+        rules = self._slow.get(method.lower())
+        if not rules:
+            return 0.0
+        chat_id = params.get("chat_id")
+        for index, rule in enumerate(rules):
+            if rule.chat_id is None or rule.chat_id == chat_id:
+                if rule.remaining is not None:
+                    rule.remaining -= 1
+                    if rule.remaining <= 0:
+                        del rules[index]
+                return rule.delay
+        return 0.0
+
+    def _thread_for(
+        self, chat_id: int, params: dict[str, Any], reply_to: dict[str, Any] | None
+    ) -> int | None:
+        """The forum topic a send goes to (its ``message_thread_id``, else the topic of the
+        message it replies to); refused like Telegram when closed or unknown."""
+        thread = params.get("message_thread_id")
+        if thread is None and reply_to is not None and reply_to.get("is_topic_message"):
+            thread = reply_to.get("message_thread_id")
+        topics = self._forums.get(chat_id)
+        if topics is None:
+            if thread is not None:
+                raise _bad("message thread not found")
+            return None
+        if thread is not None and thread not in topics:
+            raise _bad("message thread not found")
+        closed = topics[thread].closed if thread is not None else chat_id in self._general_closed
+        member = self._bot_members.get(chat_id) or {}
+        manages = member.get("status") == "creator" or member.get("can_manage_topics")
+        if closed and not manages:
+            raise _bad("TOPIC_CLOSED")
+        return thread  # type: ignore[no-any-return]
 
     def _maybe_inject(self, method: str, params: dict[str, Any]) -> None:
         queue = self._injections.get(method.lower())
@@ -1221,6 +1348,8 @@ class FakeTelegram:
         known = self._chats.get(chat_id)
         if known is not None and known.get("type") == chat["type"] and title is None:
             return known
+        if chat_id in self._forums:
+            chat["is_forum"] = True
         self._chats[chat_id] = chat
         return chat
 
@@ -1472,6 +1601,7 @@ class FakeTelegram:
             entities=entities,
             document_bytes=document_bytes,
             params=params,
+            thread_id=message.get("message_thread_id"),
         )
         self.sent.append(sent)
         self._sent_by_chat.setdefault(chat_id, []).append(sent)
@@ -1693,10 +1823,13 @@ class FakeTelegram:
         source, visible, entities = self._text_content(params, edit=False)
         markup = self._check_markup(params.get("reply_markup"))
         reply_to = self._reply_target(chat_id, params)
+        thread = self._thread_for(chat_id, params, reply_to)
         self._check_limits("sendMessage", chat_id)
         lpo = params.get("link_preview_options")
         message = self._new_message(
             chat_id,
+            message_thread_id=thread,
+            is_topic_message=True if thread is not None else None,
             reply_to_message=reply_to,
             text=visible,
             entities=entities,
@@ -1736,10 +1869,13 @@ class FakeTelegram:
             raise _bad("there is no photo in the request")
         else:
             raise _bad("wrong file identifier/HTTP URL specified")
+        thread = self._thread_for(chat_id, params, reply_to)
         self._check_limits("sendPhoto", chat_id)
         photo_sizes = self._photo_sizes(data or b"", size)
         message = self._new_message(
             chat_id,
+            message_thread_id=thread,
+            is_topic_message=True if thread is not None else None,
             reply_to_message=reply_to,
             photo=photo_sizes,
             caption=caption or None,

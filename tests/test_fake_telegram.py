@@ -31,6 +31,7 @@ from telegram.error import (
     Forbidden,
     NetworkError,
     RetryAfter,
+    TimedOut,
 )
 from telegram.ext import (
     ApplicationBuilder,
@@ -687,3 +688,69 @@ def test_parse_entities_offsets_in_utf16() -> None:
 def test_escaped_text_is_always_valid(text: str) -> None:
     assert validate_telegram_html(html.escape(text)) == (True, "", utf16_len(text))
     assert validate_telegram_html(f"<b>{html.escape(text)}</b>")[0]
+
+
+# --------------------------------------------------------------------------- slow answers
+async def test_a_slow_answer_is_delivered_before_the_client_gives_up(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    fake.answer_slowly("sendMessage", delay=60, chat_id=5, count=1)
+    with pytest.raises(TimedOut) as caught:
+        await bot.send_message(5, "slow", read_timeout=0.5)
+    assert isinstance(caught.value.__cause__, httpx.ReadTimeout)  # the request went out whole
+    assert [m.text for m in fake.messages_to(5)] == ["slow"]  # … and was delivered
+    await bot.send_message(5, "fast again", read_timeout=10)  # count=1: only the first
+    await bot.send_message(6, "another chat", read_timeout=10)
+    assert [m.text for m in fake.messages_to(5)] == ["slow", "fast again"]
+
+
+# --------------------------------------------------------------------------- forum topics
+FORUM = -1_000_000_000_555
+
+
+async def test_forum_topics_carry_and_take_a_thread(fake: FakeTelegram, bot: Bot) -> None:
+    fake.make_forum(FORUM, title="Lab")
+    thread = fake.create_topic(FORUM, "arXiv")
+    fake.user_sends(FORUM, "/list", thread_id=thread)
+    fake.user_sends(FORUM, "/list")  # in General
+    updates = await bot.get_updates(timeout=0)
+    in_topic, in_general = (u.message for u in updates)
+    assert in_topic is not None and in_general is not None
+    assert in_topic.chat.is_forum and in_topic.is_topic_message
+    assert in_topic.message_thread_id == thread
+    assert not in_general.is_topic_message and in_general.message_thread_id is None
+    posted = await bot.send_message(FORUM, "in the topic", message_thread_id=thread)
+    assert posted.message_thread_id == thread and posted.is_topic_message
+    replied = await in_topic.reply_text("a reply")  # PTB passes the topic on
+    assert replied.message_thread_id == thread
+    await bot.send_message(FORUM, "in General")
+    assert [m.thread_id for m in fake.messages_to(FORUM)] == [thread, thread, None]
+    with pytest.raises(BadRequest, match="thread not found"):
+        await bot.send_message(FORUM, "nowhere", message_thread_id=thread + 100)
+    with pytest.raises(BadRequest, match="thread not found"):  # a chat without topics
+        await bot.send_message(-1_000_000_000_556, "nowhere", message_thread_id=thread)
+
+
+async def test_a_closed_topic_answers_topic_closed(fake: FakeTelegram, bot: Bot) -> None:
+    thread = fake.create_topic(FORUM, "arXiv")
+    fake.close_topic(FORUM, thread)
+    with pytest.raises(BadRequest, match="Topic_closed"):
+        await bot.send_message(FORUM, "x", message_thread_id=thread)
+    with pytest.raises(BadRequest, match="Topic_closed"):
+        await bot.send_photo(FORUM, make_png(4, 4), message_thread_id=thread)
+    await bot.send_message(FORUM, "General is open")
+    fake.close_topic(FORUM, None)  # General
+    with pytest.raises(BadRequest, match="Topic_closed"):
+        await bot.send_message(FORUM, "x")
+    fake.reopen_topic(FORUM, thread)
+    fake.reopen_topic(FORUM, None)
+    await bot.send_message(FORUM, "open again", message_thread_id=thread)
+    await bot.send_message(FORUM, "General too")
+    fake.delete_topic(FORUM, thread)
+    with pytest.raises(BadRequest, match="thread not found"):
+        await bot.send_message(FORUM, "x", message_thread_id=thread)
+    assert [m.text for m in fake.messages_to(FORUM)] == [
+        "General is open",
+        "open again",
+        "General too",
+    ]

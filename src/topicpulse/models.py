@@ -162,6 +162,9 @@ class Chat:
     timezone: str
     spikes: bool
     next_digest_at: str | None
+    # When a send found the forum topic its alerts go to closed (its admins were told then);
+    # None: not closed, or not a forum.
+    topic_closed_at: str | None = None
 
     @property
     def is_group(self) -> bool:

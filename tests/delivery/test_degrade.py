@@ -84,7 +84,8 @@ async def start_spike(store: Store, topic_name: str) -> None:
         ("sendMessage", 400, 'Bad Request: can\'t parse entities: Unsupported start tag "x" at'
          " byte offset 3", "MessageRejected"),
         ("sendMessage", 400, "Bad Request: message is too long", "MessageRejected"),
-        ("sendMessage", 400, "Bad Request: TOPIC_CLOSED", "PermanentFailure"),
+        ("sendMessage", 400, "Bad Request: TOPIC_CLOSED", "TopicClosed"),  # (issue 23 §4)
+        ("sendPhoto", 400, "Bad Request: TOPIC_CLOSED", "TopicClosed"),
         ("sendMessage", 400, "Bad Request: BUTTON_DATA_INVALID", "PermanentFailure"),
         ("sendMessage", 502, "Bad Gateway", "TemporaryFailure"),
         ("sendMessage", 500, "Internal Server Error", "TemporaryFailure"),
@@ -196,7 +197,11 @@ async def test_a_permanent_error_drops_the_message_and_the_chat_flows_on(
 ) -> None:
     def fault(fake: FakeTelegram) -> None:
         fake.fail_next(
-            "sendMessage", status=400, description="Bad Request: TOPIC_CLOSED", chat_id=6, count=5
+            "sendMessage",
+            status=400,
+            description="Bad Request: BUTTON_DATA_INVALID",  # (a closed topic is no such error)
+            chat_id=6,
+            count=5,
         )
 
     with caplog.at_level(logging.ERROR, logger="topicpulse.delivery"):
@@ -209,7 +214,7 @@ async def test_a_permanent_error_drops_the_message_and_the_chat_flows_on(
     assert counts == {"sent": 38, "dropped": 2}
     assert chat is not None and chat.active  # the chat is not gone: only that message
     assert [c.result for c in sends_to(s.fake, 6)] == [400]  # not retried, no plain-text copy
-    assert "topic_closed" in caplog.text.lower() and "dropping them" in caplog.text
+    assert "button_data_invalid" in caplog.text.lower() and "dropping them" in caplog.text
     del s.fan.expected[6]
     exactly_once(s)
 

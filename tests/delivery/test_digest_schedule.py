@@ -102,3 +102,19 @@ async def test_a_small_digest_keeps_its_papers(store: Store) -> None:
     assert await Delivery(store, sender, clock=lambda: NOW).run_once() == 12
     [digest] = sender.texts_to(CHAT)
     assert "Your daily digest</b>: 12 new papers" in digest
+
+
+async def test_concurrent_digest_and_timezone_commands_both_count(store: Store) -> None:
+    """/digest and /timezone at once: each used to read the chat, merge its change and write
+    the next digest time from its own copy, so the last one written undid the other's half
+    (e.g. an instant chat's /timezone wrote "no digest" over /digest weekly's due time)."""
+    await store.ensure_chat(CHAT)
+    digest, zone = await asyncio.gather(
+        chats.set_digest(store, CHAT, ["weekly", "18:30", "fri"], now=NOW),
+        chats.set_timezone(store, CHAT, "Europe/Berlin", now=NOW),
+    )
+    chat = await store.chat(CHAT)
+    assert chat is not None
+    assert (chat.mode, chat.digest_weekday, chat.timezone) == ("weekly", 4, "Europe/Berlin")
+    assert chat.next_digest_at == "2027-01-15T17:30:00Z"  # Friday 18:30 in Berlin
+    assert schedule(chat) in (schedule(digest), schedule(zone))  # the later one saw the other

@@ -30,6 +30,7 @@ from fake_telegram import FakeTelegram
 from fanout import FanOut, fill_outbox, lost_and_duplicated
 from topicpulse.bot.app import Pipeline, build_application, pipeline_of, running
 from topicpulse.bot.ratelimit import Limits, TelegramRateLimiter
+from topicpulse.bot.sender import SendTimeouts
 from topicpulse.config import load_settings
 from topicpulse.delivery import chats
 from topicpulse.logs import setup_logging
@@ -90,9 +91,11 @@ async def session(
     before_start: Callable[[FakeTelegram], None] | None = None,
     papers: list[Any] | None = None,
     scale: float = 10,
+    send_timeouts: SendTimeouts | None = None,
     **fake_kwargs: Any,
 ) -> AsyncIterator[Session]:
-    """A bot (limits scaled ×``scale`` for speed) over a prepared outbox, against the fakes."""
+    """A bot (limits scaled ×``scale`` for speed) over a prepared outbox, against the fakes;
+    ``send_timeouts``: the bulk sends' (default: production's)."""
     db = tmp_path / "faults.db"
     async with await Store.open(db) as store:
         fan = await fill_outbox(store, chat_ids, alerts=alerts) if chat_ids else FanOut()
@@ -121,6 +124,7 @@ async def session(
         poll_first=3600,
         arxiv_backoff=0.05,
         rate_limiter=TelegramRateLimiter(Limits().scaled(scale), clock=clock, sleep=clock.sleep),
+        send_timeouts=send_timeouts,
     )
     try:
         async with running(app, poll_timeout=1):

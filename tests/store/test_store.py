@@ -20,6 +20,7 @@ from topicpulse.store import (
     load_migrations,
     migrations_dir,
 )
+from topicpulse.topics import catalogue as topics
 
 
 def schema(path: str | Path) -> list[tuple[str, str]]:
@@ -111,6 +112,40 @@ async def test_an_existing_database_moves_to_the_oai_intake_through_0012(tmp_pat
         assert (await store.intake_state("cs.AI")).watermark is None
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT announced FROM papers").fetchone() == ("2026-11-02T10:00:00Z",)
+
+
+async def test_an_existing_database_gets_forum_threads_through_0013(tmp_path: Path) -> None:
+    """A deployed bot's follows (from before forum topics were kept) go on to General; new
+    follows keep their topic, and following again from elsewhere moves the alerts there."""
+    path = tmp_path / "deployed.db"
+    before = [m for m in load_migrations() if m.version < 13]
+    async with await Store.open(path, migrate=False) as store:
+        await store.migrate(before)
+        old = await topics.custom_topic(store, "grpo")
+        new = await topics.custom_topic(store, "dpo")
+    with sqlite3.connect(path) as db:  # (as the code of then wrote them)
+        db.execute(
+            "INSERT INTO chats (chat_id, type, created_at, updated_at)"
+            " VALUES (-1000000000001, 'supergroup', '2026-11-01T00:00:00Z', '2026-11-01T00:00:00Z')"
+        )
+        db.execute(
+            "INSERT INTO subscriptions (chat_id, topic_id, after_paper_id, created_at)"
+            " VALUES (-1000000000001, ?, 0, '2026-11-01T00:00:00Z')",
+            (old.id,),
+        )
+    async with await Store.open(path) as store:  # opening applies 0013
+        assert 13 in await store.applied_migrations()
+        chat = await store.chat(-1_000_000_000_001)
+        assert chat is not None and chat.topic_closed_at is None
+        assert await store.subscription_threads(-1_000_000_000_001) == {old.id: None}
+        assert await store.subscribe(-1_000_000_000_001, new.id, thread_id=7)
+        assert not await store.subscribe(-1_000_000_000_001, old.id, thread_id=9)  # moved
+        threads = await store.subscription_threads(-1_000_000_000_001)
+        assert threads == {old.id: 9, new.id: 7}
+        assert await store.mark_topic_closed(-1_000_000_000_001)
+        assert not await store.mark_topic_closed(-1_000_000_000_001)  # told once
+        await store.clear_topic_closed(-1_000_000_000_001)
+        assert await store.mark_topic_closed(-1_000_000_000_001)
 
 
 async def test_a_broken_migration_leaves_the_database_unchanged(tmp_path: Path) -> None:

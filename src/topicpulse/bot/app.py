@@ -38,7 +38,7 @@ from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, Conte
 
 from topicpulse.bot import handlers, membership
 from topicpulse.bot.ratelimit import TelegramRateLimiter
-from topicpulse.bot.sender import TelegramSender
+from topicpulse.bot.sender import SendTimeouts, TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
@@ -92,6 +92,12 @@ class Pipeline:
         if self.delivery.closed:
             return "stopped"
         return "halted" if self.delivery.halted() else "running"
+
+    def heard_from(self, chat_id: int) -> None:
+        """A command came from the chat: alerts held for its closed forum topic are tried
+        again now (an admin may just have reopened it)."""
+        if self.delivery.heard_from(chat_id):
+            self.wake.set()
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         """Run ``coro`` in the background; if it dies, its traceback is logged right away."""
@@ -228,11 +234,13 @@ def build_application(
     poll_first: float = 1.0,
     webhook_backoff: float = 2.0,
     rate_limiter: BaseRateLimiter | None = None,  # type: ignore[type-arg]
+    send_timeouts: SendTimeouts | None = None,
 ) -> Application:  # type: ignore[type-arg]
     """The Application with handlers, jobs and the engine attached (started in post_init).
 
     Every message goes through ``rate_limiter`` (default: ``TelegramRateLimiter()``, Telegram's
-    limits); alerts as bulk sends, replies to users ahead of them."""
+    limits); alerts as bulk sends, replies to users ahead of them, each with ``send_timeouts``
+    (default ``SendTimeouts()``; see ``bot.sender``)."""
     assert settings.telegram_bot_token, "TELEGRAM_BOT_TOKEN is required"
     webhook_secret = settings.webhook_secret or secrets.token_urlsafe(32)
     # httpx and PTB log URLs with the token; PTB logs setWebhook's parameters
@@ -253,7 +261,7 @@ def build_application(
         pipeline = Pipeline(
             store,
             ingestor,
-            Delivery(store, TelegramSender(app.bot), clock=clock),
+            Delivery(store, TelegramSender(app.bot, send_timeouts), clock=clock),
             clock,
             thresholds=thresholds,
             backfill_weeks=settings.backfill_weeks,
@@ -267,6 +275,7 @@ def build_application(
             settings=settings,
             clock=clock,
             wake_delivery=pipeline.wake.set,
+            heard_from=pipeline.heard_from,
             answer_writer=answer_writer(settings),
             lookup=ingestor.lookup,
         )

@@ -54,6 +54,7 @@ class BotContext:
     settings: Settings
     clock: Callable[[], datetime] = utcnow
     wake_delivery: Callable[[], None] = lambda: None
+    heard_from: Callable[[int], None] = lambda chat_id: None  # a command came from this chat
     monotonic: Callable[[], float] = time.monotonic
     _recent: dict[int, list[float]] = field(default_factory=dict)
     _warned: dict[int, float] = field(default_factory=dict)
@@ -242,6 +243,7 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
             # A chat that writes to the bot can be written to again (it had blocked the bot or
             # removed it from the group: that made it inactive).
             await tp.store.ensure_chat(chat.id, type=chat.type, title=chat.title, reactivate=True)
+            tp.heard_from(chat.id)  # (alerts held for a closed forum topic are tried again)
             if changes and not await is_admin(update, context):
                 if update.callback_query:
                     await update.callback_query.answer(NOT_ADMIN, show_alert=True)
@@ -263,6 +265,15 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
 def arg_text(context: ContextTypes.DEFAULT_TYPE) -> str:
     """The command's arguments as one line, without control or format characters."""
     return clean_text(" ".join(context.args or []))
+
+
+def thread_of(update: Update) -> int | None:
+    """The forum topic a command (or a button's message) is in; None in General, or in a chat
+    without topics (a reply chain in a plain group has a thread id too, but is no topic)."""
+    message = update.effective_message
+    if message is None or not message.is_topic_message:
+        return None
+    return message.message_thread_id
 
 
 def chat_id_of(update: Update) -> int:

@@ -22,6 +22,7 @@ from topicpulse.bot.common import (
     reply_lines,
     reply_view,
     services,
+    thread_of,
 )
 from topicpulse.delivery import chats
 from topicpulse.delivery.formatting import MAX_MESSAGE, esc, shorten, tg_len
@@ -68,7 +69,12 @@ async def help_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> No
 
 async def _follow_and_reply(update: Update, tp: BotContext, text: str) -> None:
     result = await chats.follow(
-        tp.store, chat_id_of(update), text, now=tp.clock(), lookup=tp.lookup
+        tp.store,
+        chat_id_of(update),
+        text,
+        now=tp.clock(),
+        thread_id=thread_of(update),
+        lookup=tp.lookup,
     )
     await reply_view(update, views.follow_result(result))
 
@@ -159,8 +165,10 @@ async def follow_button(
     if topic is None or topic.is_custom or not topic.active or topic.slug is None:
         await query.answer("That topic is no longer available.", show_alert=True)
         return
-    result = await chats.follow(tp.store, chat_id_of(update), topic.slug, now=tp.clock())
-    await _answer_followed(context, query, result)
+    result = await chats.follow(
+        tp.store, chat_id_of(update), topic.slug, now=tp.clock(), thread_id=thread_of(update)
+    )
+    await _answer_followed(context, query, result, thread_of(update))
 
 
 async def follow_shared_button(
@@ -176,18 +184,27 @@ async def follow_shared_button(
         return
     try:
         result = await chats.follow(
-            tp.store, chat_id_of(update), text, now=tp.clock(), query_only=True
+            tp.store,
+            chat_id_of(update),
+            text,
+            now=tp.clock(),
+            query_only=True,
+            thread_id=thread_of(update),
         )
     except chats.UserError as exc:  # e.g. the chat follows the most topics allowed
         await query.answer(shorten(str(exc), 200), show_alert=True)
         return
-    await _answer_followed(context, query, result)
+    await _answer_followed(context, query, result, thread_of(update))
 
 
 async def _answer_followed(
-    context: ContextTypes.DEFAULT_TYPE, query: CallbackQuery, result: chats.FollowResult
+    context: ContextTypes.DEFAULT_TYPE,
+    query: CallbackQuery,
+    result: chats.FollowResult,
+    thread_id: int | None,
 ) -> None:
-    """A follow button's answer, then the follow's confirmation as a new message."""
+    """A follow button's answer, then the follow's confirmation as a new message (in the
+    button's forum topic)."""
     assert query.message is not None
     name = shorten(result.topic.name, 60)
     await query.answer(f"Following {name}" if result.added else "Already following")
@@ -198,6 +215,7 @@ async def _answer_followed(
         parse_mode=ParseMode.HTML,
         reply_markup=markup(view.keyboard),
         link_preview_options=NO_PREVIEW,
+        message_thread_id=thread_id,
     )
 
 

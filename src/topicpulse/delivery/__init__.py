@@ -21,11 +21,18 @@ them to hide the API's latency — and to react to what goes wrong one chat at a
   (logged), and the chat goes on with the next one;
 * network errors and 5xx defer the chat with exponential backoff; a message that has failed
   so for ``GIVE_UP_AFTER`` (a day) while Telegram answers the others is dropped (logged).
+  Telegram answering too slowly (the sender's read timeout) is no failure: the message was most
+  likely delivered, and is settled as "maybe sent", never resent (``sending``).
   Several chats failing in a row (Telegram unreachable) pause all delivery, with growing
   pauses, until a send succeeds again; nothing is dropped meanwhile, and the outage counts
   against no message: the outbox keeps growing durably and drains afterwards.
 
-Spike alerts go first, in every mode, never behind a backlog of papers. Backpressure: a chat
+* in a forum supergroup each alert goes to the topic its subscription came from; a closed
+  topic (TOPIC_CLOSED) holds the chat's alerts — its admins are told once — until a send goes
+  through again (``sending``, ``forums``).
+
+Spike alerts go first, in every mode, never behind a backlog of papers; a spike's chart is
+uploaded once and sent to the other chats by its ``file_id`` (``uploads``). Backpressure: a chat
 whose backlog of papers would take more than ``fold_after`` alert messages gets one short
 catch-up instead (``messages.catch_up_message``), which settles the whole backlog.
 """
@@ -46,11 +53,14 @@ from topicpulse.delivery.protocol import (
     ChatMoved,
     DeliveryError,
     FloodWait,
+    MaybeSent,
     MediaForbidden,
     MessageRejected,
     PermanentFailure,
     Sender,
     TemporaryFailure,
+    ThreadGone,
+    TopicClosed,
 )
 from topicpulse.delivery.sending import GIVE_UP_AFTER, DeliveryStats
 
@@ -66,12 +76,15 @@ __all__ = [
     "DeliveryError",
     "DeliveryStats",
     "FloodWait",
+    "MaybeSent",
     "MediaForbidden",
     "MessageRejected",
     "Outgoing",
     "PermanentFailure",
     "Sender",
     "TemporaryFailure",
+    "ThreadGone",
+    "TopicClosed",
     "catch_up_message",
     "paper_messages",
     "plain_text",

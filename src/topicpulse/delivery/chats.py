@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import dataclasses
 import functools
 import hashlib
 import re
@@ -91,11 +90,13 @@ async def follow(
     now: datetime | None = None,
     query_only: bool = False,
     lookup: Lookup | None = None,
+    thread_id: int | None = None,
 ) -> FollowResult:
     """Follow a catalogue topic (by name or slug), a custom query, or papers like one to five
     examples (``like <id> …``), with a preview of the four weeks before ``now``.
     ``query_only``: ``text`` is a query, even if it reads like a topic's name or ``like …``
-    (a web page's query: follow what the page showed)."""
+    (a web page's query: follow what the page showed). ``thread_id``: the forum topic the
+    follow came from, where its alerts go (None: General, or a chat without topics)."""
     text = check_argument(text, "topic name or query")
     now = now or utcnow()
     window = [iso(now - momentum.WINDOW), iso(now)]
@@ -120,7 +121,11 @@ async def follow(
             await store.refresh_topic_matches(topic)
             # the cap is checked again in the follow's own transaction: races cannot pass it
             added = await store.subscribe(
-                chat_id, topic.id, cap=MAX_FOLLOWS, label=label if topic.is_custom else None
+                chat_id,
+                topic.id,
+                cap=MAX_FOLLOWS,
+                label=label if topic.is_custom else None,
+                thread_id=thread_id,
             )
             break
         except ql.QueryError as exc:
@@ -372,15 +377,17 @@ async def set_timezone(
 async def _save_schedule(
     store: Store, chat_id: int, settings: dict[str, object], now: datetime | None
 ) -> Chat:
-    chat = await store.chat(chat_id)  # the command registered it (keeping its real type)
-    if chat is None:
-        chat = await store.ensure_chat(chat_id)
-    updated = dataclasses.replace(chat, **settings)  # type: ignore[arg-type]
-    due = next_digest_at(updated, now or utcnow())
-    await store.update_chat(chat_id, **settings, next_digest_at=iso(due) if due else None)
-    result = await store.chat(chat_id)
-    assert result is not None
-    return result
+    """Apply ``settings`` and the next digest time they give, read, merged and written in one
+    store transaction (two commands at once cannot undo each other's half)."""
+    if await store.chat(chat_id) is None:  # the command registered it (keeping its real type)
+        await store.ensure_chat(chat_id)
+    when = now or utcnow()
+
+    def next_due(chat: Chat) -> str | None:
+        due = next_digest_at(chat, when)
+        return iso(due) if due else None
+
+    return await store.update_schedule(chat_id, settings, next_due)
 
 
 def describe_schedule(chat: Chat) -> str:

@@ -146,6 +146,8 @@ class Delivery(Courier):
         chat = await self.store.chat(chat_id)
         if chat is None or not chat.active or chat.paused:
             return
+        if chat.topic_closed_at is not None:  # (known closed before a restart)
+            self._closed.setdefault(chat_id, 0)
         # Spike alerts first, in every mode: never held behind a backlog of papers.
         spikes = await self._spikes(chat_id, charts)
         if spikes:
@@ -199,7 +201,10 @@ class Delivery(Courier):
         shared = await asyncio.shield(charts[episode_id])
         if shared is None:
             return None
-        return Outgoing(chat_id, [item.id], shared.html, photo=shared.photo)
+        thread = await self.store.spike_thread(chat_id, episode_id)
+        return Outgoing(
+            chat_id, [item.id], shared.html, photo=shared.photo, thread_id=thread, chart=episode_id
+        )
 
     async def _advance_idle_digests(self, now: datetime) -> None:
         """Digest time came with nothing to send: no message, just schedule the next one."""

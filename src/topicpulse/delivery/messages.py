@@ -30,6 +30,8 @@ class Outgoing:
     preview: bool = False
     folded: bool = False  # a backlog folded into one catch-up (backpressure)
     buttons: list[tuple[str, str]] | None = None  # inline buttons: (label, callback data)
+    thread_id: int | None = None  # the forum topic it goes to (None: General / no topics)
+    chart: int | None = None  # the spike episode whose chart ``photo`` is (uploaded once)
 
 
 _TAG = re.compile(r"<[^>]+>")
@@ -61,7 +63,10 @@ async def paper_messages(
     """Messages for a chat's pending paper rows: instant alerts, or a digest when
     ``digest_period`` is given. When they would take more than ``fold_after`` messages
     (backpressure, or a digest too long), one catch-up instead — for a digest, the digest in
-    that shape —, which settles every pending paper row of the chat, not only ``items``."""
+    that shape —, which settles every pending paper row of the chat, not only ``items``.
+
+    In a forum, each paper goes to the topic its chat's first-followed matching topic was
+    followed from (``thread_id``): the papers of each forum topic are packed apart."""
     by_paper = {i.paper_id: i.id for i in items if i.kind == "paper" and i.paper_id is not None}
     if not by_paper:
         return []
@@ -70,16 +75,30 @@ async def paper_messages(
     tags = await store.chat_topics_for_papers(chat_id, ids)
     catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
     alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
-    if digest_period:
-        packed = formatting.pack_digest(alerts, period=digest_period)
-    else:
-        packed = formatting.pack_alerts(alerts)
+    threads = await store.subscription_threads(chat_id)
+    by_thread: dict[int | None, list[formatting.Alert]] = {}
+    for alert in alerts:
+        thread = threads.get(alert.topics[0].id) if alert.topics else None
+        by_thread.setdefault(thread, []).append(alert)
+    packed: list[tuple[int | None, str, list[int]]] = []
+    for thread, group in by_thread.items():
+        if digest_period:
+            texts = formatting.pack_digest(group, period=digest_period)
+        else:
+            texts = formatting.pack_alerts(group)
+        packed += [(thread, text, paper_ids) for text, paper_ids in texts]
     if fold_after is not None and len(packed) > fold_after:
         catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
         return [catch_up] if catch_up else []
     return [
-        Outgoing(chat_id, [by_paper[pid] for pid in paper_ids], text, preview=len(paper_ids) == 1)
-        for text, paper_ids in packed
+        Outgoing(
+            chat_id,
+            [by_paper[pid] for pid in paper_ids],
+            text,
+            preview=len(paper_ids) == 1,
+            thread_id=thread,
+        )
+        for thread, text, paper_ids in packed
     ]
 
 
@@ -105,7 +124,9 @@ async def catch_up_message(
     text, buttons = formatting.catch_up(
         total=len(row_ids), counts=counts, best=best, period=digest_period
     )
-    return Outgoing(chat_id, row_ids, text, folded=True, buttons=buttons or None)
+    # in a forum: to the topic of the chat's topic with the most papers
+    thread = (await store.subscription_threads(chat_id)).get(counts[0][0].id) if counts else None
+    return Outgoing(chat_id, row_ids, text, folded=True, buttons=buttons or None, thread_id=thread)
 
 
 async def spike_message(store: Store, chat_id: int, item: OutboxItem) -> Outgoing | None:

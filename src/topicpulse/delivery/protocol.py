@@ -8,7 +8,12 @@ keeps the engine free of Telegram objects. Each says what retrying would do:
 * ``MediaForbidden``: the chat takes text but not photos — send the text alone;
 * ``MessageRejected``: this message's HTML or length — send it again as plain text;
 * ``PermanentFailure``: anything else Telegram refuses for good — drop the message;
-* ``FloodWait``, ``TemporaryFailure``: try again later; ``ChatMoved``: at the chat's new id.
+* ``FloodWait``, ``TemporaryFailure``: try again later; ``ChatMoved``: at the chat's new id;
+* ``MaybeSent``: Telegram took the request but its answer did not come in time — the message
+  was most likely delivered: never send it again;
+* ``TopicClosed``: the forum topic the message goes to is closed — a problem of the chat, not
+  of the message: keep it, tell the chat's admins once, try again later;
+* ``ThreadGone``: the forum topic was deleted — send to the chat's General topic instead.
 """
 
 from __future__ import annotations
@@ -59,10 +64,37 @@ class TemporaryFailure(DeliveryError):
     """Network error or 5xx: try again later."""
 
 
+class MaybeSent(DeliveryError):
+    """The request reached Telegram but no answer came in time (a read timeout): the message
+    may well have been delivered, so sending it again could send it twice."""
+
+
+class TopicClosed(DeliveryError):
+    """The forum topic (``thread_id``; None: General) is closed to the bot (400
+    TOPIC_CLOSED)."""
+
+    def __init__(self, thread_id: int | None, description: str = "TOPIC_CLOSED") -> None:
+        super().__init__(description)
+        self.thread_id = thread_id
+
+
+class ThreadGone(DeliveryError):
+    """The forum topic (``thread_id``) no longer exists ("message thread not found")."""
+
+    def __init__(self, thread_id: int, description: str = "message thread not found") -> None:
+        super().__init__(description)
+        self.thread_id = thread_id
+
+
 class Sender(Protocol):
     """Sends one message; raises one of the errors above when it cannot. ``buttons`` are
-    inline buttons, one per row: (label, callback data); the engine passes them only to the
-    messages that have some."""
+    inline buttons, one per row: (label, callback data); ``thread_id`` is the forum topic to
+    post in (None: General, or a chat without topics). The engine passes them only to the
+    messages that have some, so senders that predate them keep working.
+
+    ``send_photo`` takes the image's bytes (an upload) or the id Telegram gave an earlier
+    upload of it, and returns that id when it has one (None otherwise): the engine uploads a
+    chart once and sends the id to the other chats."""
 
     async def send_text(
         self,
@@ -71,8 +103,13 @@ class Sender(Protocol):
         *,
         preview: bool = False,
         buttons: list[tuple[str, str]] | None = None,
+        thread_id: int | None = None,
     ) -> None: ...
 
-    async def send_plain(self, chat_id: int, text: str) -> None: ...
+    async def send_plain(
+        self, chat_id: int, text: str, *, thread_id: int | None = None
+    ) -> None: ...
 
-    async def send_photo(self, chat_id: int, png: bytes, caption_html: str) -> None: ...
+    async def send_photo(
+        self, chat_id: int, photo: bytes | str, caption_html: str, *, thread_id: int | None = None
+    ) -> str | None: ...

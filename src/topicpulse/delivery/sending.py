@@ -1,6 +1,25 @@
 """Sending one chat's messages and reacting to each outcome, one chat at a time: deferrals
 (429, backoff), pauses (Telegram unreachable), fallbacks (text without the chart, plain text)
-and giving up. The base of ``Delivery``, which decides what to send when."""
+and giving up. The base of ``Delivery``, which decides what to send when.
+
+Two outcomes are neither a success nor a failure:
+
+* *maybe sent* (``MaybeSent``: Telegram took the request, its answer did not come within the
+  sender's read timeout). Telegram most likely delivered it — a slow answer is the usual sign
+  of a busy Bot API, not of a lost message — so the rows are settled as sent, with the doubt
+  recorded in the outbox (``last_error`` "maybe sent: …"), logged with their ids and counted
+  (``DeliveryStats.maybe_sent``). They are never sent again: a subscriber never gets the same
+  alert twice. The chat waits ``SLOW_PAUSE`` before its next message; a slow chat counts
+  towards no pause of the whole delivery (Telegram is answering, slowly).
+* *topic closed* (``TopicClosed``: the forum topic the message goes to is closed). A problem
+  of the chat, not of the message: the rows stay pending (they count no failure and are never
+  given up), the chat's admins are told once — in General, or if General is the closed one in
+  another topic the chat follows from — and the chat is tried again with a growing delay
+  (``CLOSED_RETRY`` doubling to ``CLOSED_RETRY_MAX``), or at once when a command comes from it
+  (``heard_from``): the first send that goes through resumes its alerts, in order.
+
+A spike's chart is uploaded once: the first chat's send uploads it, the others wait for that
+and send the ``file_id`` Telegram gave it (``Outgoing.chart`` names the episode)."""
 
 from __future__ import annotations
 
@@ -10,18 +29,24 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
 
+from topicpulse.delivery import forums
+from topicpulse.delivery.forums import CLOSED_RETRY, CLOSED_RETRY_MAX
 from topicpulse.delivery.messages import Outgoing, plain_text
 from topicpulse.delivery.protocol import (
     ChatGone,
     ChatMoved,
     DeliveryError,
     FloodWait,
+    MaybeSent,
     MediaForbidden,
     MessageRejected,
     PermanentFailure,
     Sender,
     TemporaryFailure,
+    ThreadGone,
+    TopicClosed,
 )
+from topicpulse.delivery.uploads import ChartUploads
 from topicpulse.models import iso, parse_iso
 from topicpulse.store import Store
 
@@ -32,6 +57,7 @@ RETRY_MAX = 60.0
 GIVE_UP_AFTER = timedelta(hours=24)  # a message failing temporarily this long is dropped
 HALT_AFTER = 5  # chats failing in a row (no success between): Telegram itself is in trouble
 HALT_MAX = 30.0
+SLOW_PAUSE = 30.0  # seconds a chat waits after a send whose answer did not come in time
 
 
 @dataclass(slots=True)
@@ -46,6 +72,9 @@ class DeliveryStats:
     failures: int = 0
     folded: int = 0  # backlogs folded into a catch-up
     pauses: int = 0  # times all delivery paused after failures in a row
+    maybe_sent: int = 0  # messages whose answer did not come in time: settled, not resent
+    topics_closed: int = 0  # sends refused because the chat's forum topic is closed
+    charts_uploaded: int = 0  # spike charts uploaded (the other chats get their file_id)
     errors: list[str] = field(default_factory=list)
 
 
@@ -90,6 +119,8 @@ class Courier:
         self._failing: set[int] = set()  # chats that failed since the last success, any chat
         self._halt_level = 0  # > 0 from a pause until a send succeeds again
         self._halted_until = float("-inf")
+        self._closed: dict[int, int] = {}  # chat whose forum topic is closed → refusals
+        self._charts = ChartUploads()
 
     # ------------------------------------------------------------------ scheduling
     def halted(self) -> bool:
@@ -117,6 +148,15 @@ class Courier:
             return 0.0
         return max(0.0, min(times) - now) if times else None
 
+    def heard_from(self, chat_id: int) -> bool:
+        """A command came from the chat: if it waits for a closed forum topic, try it again
+        now (an admin may just have reopened it). True if it was waiting."""
+        entry = self._deferred.get(chat_id)
+        if chat_id not in self._closed or entry is None or entry[1] != "closed":
+            return False
+        del self._deferred[chat_id]
+        return True
+
     def _defer(self, chat_id: int, seconds: float, why: str) -> None:
         until = self.monotonic() + seconds
         current = self._deferred.get(chat_id)
@@ -142,10 +182,21 @@ class Courier:
         moves = 0
         while True:
             try:
-                if plain:
-                    await self.sender.send_plain(message.chat_id, plain_text(message.html) or "…")
-                else:
-                    await self._attempt(message)
+                await self._attempt(message, plain=plain)
+            except MaybeSent as exc:
+                return await self._maybe_sent(message, exc)
+            except TopicClosed as exc:
+                return await self._topic_closed(message, exc)
+            except ThreadGone as exc:
+                if message.thread_id is None:  # (said of a thread only; anything else is a bug)
+                    return await self._drop(message, exc)
+                await self.store.forget_thread(message.chat_id, message.thread_id)
+                log.info(
+                    "chat %s: forum topic %s is gone; its alerts go to General from now on",
+                    message.chat_id,
+                    message.thread_id,
+                )
+                message.thread_id = None
             except ChatMoved as exc:
                 moves += 1
                 if moves > 3:
@@ -205,15 +256,27 @@ class Courier:
         await self._succeeded(message.chat_id)
         return Outcome.SENT
 
-    async def _attempt(self, message: Outgoing) -> None:
+    async def _attempt(self, message: Outgoing, *, plain: bool = False) -> None:
+        # (buttons and a thread only when there are some: senders that predate them keep working)
+        extra: dict[str, object] = {}
+        if message.thread_id is not None:
+            extra["thread_id"] = message.thread_id
+        if plain:
+            text = plain_text(message.html) or "…"
+            await self.sender.send_plain(message.chat_id, text, **extra)  # type: ignore[arg-type]
+            return
         if message.photo is not None:
-            await self.sender.send_photo(message.chat_id, message.photo, message.html)
-        elif message.buttons:  # (only then: senders that predate buttons keep working)
-            await self.sender.send_text(
-                message.chat_id, message.html, preview=message.preview, buttons=message.buttons
-            )
-        else:
-            await self.sender.send_text(message.chat_id, message.html, preview=message.preview)
+            if await self._charts.send(self.sender, message, extra):
+                self.stats.charts_uploaded += 1
+            return
+        if message.buttons:
+            extra["buttons"] = message.buttons
+        await self.sender.send_text(
+            message.chat_id,
+            message.html,
+            preview=message.preview,
+            **extra,  # type: ignore[arg-type]
+        )
 
     async def _drop(self, message: Outgoing, exc: DeliveryError, how: str = "") -> Outcome:
         """Telegram refused the message for good: drop its rows, say so, go on with the chat."""
@@ -228,9 +291,50 @@ class Courier:
         self.stats.dropped += 1
         return Outcome.DROPPED
 
+    async def _maybe_sent(self, message: Outgoing, exc: DeliveryError) -> Outcome:
+        """No answer in time: most likely delivered. Settled, never sent again; the chat waits
+        a little (Telegram is slow for it); no failure is counted (see the module doc)."""
+        self.stats.maybe_sent += 1
+        self.stats.settled_rows += len(message.outbox_ids)
+        await self.store.mark_maybe_sent(message.outbox_ids, str(exc))
+        self._defer(message.chat_id, SLOW_PAUSE, "slow")
+        log.warning(
+            "Telegram did not answer in time for outbox rows %s (chat %s): %s; most likely"
+            " delivered, so settled as sent (maybe sent) and not sent again",
+            message.outbox_ids,
+            message.chat_id,
+            exc,
+        )
+        return Outcome.DEFERRED
+
+    async def _topic_closed(self, message: Outgoing, exc: TopicClosed) -> Outcome:
+        """The chat's forum topic is closed: keep the rows, tell the admins once, retry later."""
+        chat_id = message.chat_id
+        self.stats.topics_closed += 1
+        count = self._closed[chat_id] = self._closed.get(chat_id, 0) + 1
+        delay = min(CLOSED_RETRY * 2 ** (count - 1), CLOSED_RETRY_MAX)
+        self._defer(chat_id, delay, "closed")
+        first = await self.store.mark_topic_closed(chat_id)
+        log.info(
+            "chat %s: forum topic %s is closed (%s); outbox rows %s kept, trying again in %.0fs",
+            chat_id,
+            exc.thread_id if exc.thread_id is not None else "General",
+            exc,
+            message.outbox_ids,
+            delay,
+        )
+        if first:
+            told = await forums.tell_closed(self.store, self.sender, chat_id, exc.thread_id)
+            if told is False:  # the notice failed: it is tried again next time
+                await self.store.clear_topic_closed(chat_id)
+        return Outcome.DEFERRED
+
     async def _succeeded(self, chat_id: int) -> None:
         self._failing.clear()
         self._chat_failures.pop(chat_id, None)
+        if self._closed.pop(chat_id, None) is not None:  # its topic is open again
+            await self.store.clear_topic_closed(chat_id)
+            log.info("chat %s: its forum topic takes messages again; alerts resume", chat_id)
         if self._halt_level:
             log.info("Telegram answers again: delivery resumes")
             self._halt_level = 0

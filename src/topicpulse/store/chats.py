@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from topicpulse.models import Chat, Subscription, Topic
@@ -76,6 +78,32 @@ class ChatQueries(Database):
                 f"UPDATE chats SET {assignments}, updated_at = ? WHERE chat_id = ?",
                 (*settings.values(), self._now(), chat_id),
             )
+
+    async def update_schedule(
+        self, chat_id: int, settings: dict[str, Any], next_due: Callable[[Chat], str | None]
+    ) -> Chat:
+        """Change the chat's digest settings and set its next digest time, ``next_due`` of the
+        chat as changed, in one transaction: concurrent /digest and /timezone each see the
+        other's change, and neither writes a due time computed from a stale copy."""
+        unknown = set(settings) - CHAT_SETTINGS
+        if unknown:
+            raise ValueError(f"not chat settings: {sorted(unknown)}")
+        async with self._write() as conn:
+            async with conn.execute(
+                f"SELECT {rows.CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
+            ) as cur:
+                row = await cur.fetchone()
+            if row is None:
+                raise LookupError(f"no chat {chat_id}")
+            changed = dataclasses.replace(rows.chat(row), **settings)
+            changed = dataclasses.replace(changed, next_digest_at=next_due(changed))
+            values = {**settings, "next_digest_at": changed.next_digest_at}
+            assignments = ", ".join(f"{name} = ?" for name in values)
+            await conn.execute(
+                f"UPDATE chats SET {assignments}, updated_at = ? WHERE chat_id = ?",
+                (*values.values(), self._now(), chat_id),
+            )
+        return changed
 
     async def advance_digest(self, chat: Chat, next_digest_at: str | None) -> bool:
         """Set the chat's next digest time, computed by a digest pass from ``chat`` (its row as
@@ -163,14 +191,21 @@ class ChatQueries(Database):
 
     # ------------------------------------------------------------------ subscriptions
     async def subscribe(
-        self, chat_id: int, topic_id: int, *, cap: int | None = None, label: str | None = None
+        self,
+        chat_id: int,
+        topic_id: int,
+        *,
+        cap: int | None = None,
+        label: str | None = None,
+        thread_id: int | None = None,
     ) -> bool:
         """Follow a topic; alerts start with papers stored after now. False if already followed.
 
         With ``cap``, the chat's follow count is checked and the follow added in one
         transaction (``SubscriptionsFull`` if it already has ``cap``), so concurrent follows
         cannot overshoot it. ``label``: how this chat spelled a shared custom topic, shown to
-        this chat only."""
+        this chat only. ``thread_id``: the forum topic the follow came from (None: General, or
+        no topics), where its alerts go; following again from elsewhere moves them there."""
         async with self._write() as conn:
             async with conn.execute(
                 "SELECT count(*) AS n, coalesce(sum(topic_id = ?), 0) AS has"
@@ -180,13 +215,18 @@ class ChatQueries(Database):
                 row = await cur.fetchone()
             assert row is not None
             if row["has"]:
+                await conn.execute(
+                    "UPDATE subscriptions SET thread_id = ? WHERE chat_id = ? AND topic_id = ?"
+                    " AND thread_id IS NOT ?",
+                    (thread_id, chat_id, topic_id, thread_id),
+                )
                 return False
             if cap is not None and row["n"] >= cap:
                 raise SubscriptionsFull(cap)
             await conn.execute(
-                "INSERT INTO subscriptions (chat_id, topic_id, after_paper_id, created_at, label)"
-                " VALUES (?, ?, (SELECT coalesce(max(id), 0) FROM papers), ?, ?)",
-                (chat_id, topic_id, self._now(), label),
+                "INSERT INTO subscriptions (chat_id, topic_id, after_paper_id, created_at, label,"
+                " thread_id) VALUES (?, ?, (SELECT coalesce(max(id), 0) FROM papers), ?, ?, ?)",
+                (chat_id, topic_id, self._now(), label, thread_id),
             )
             await conn.execute("UPDATE topics SET unfollowed_at = NULL WHERE id = ?", (topic_id,))
             return True
@@ -226,3 +266,52 @@ class ChatQueries(Database):
         return int(
             await self._value("SELECT count(*) FROM subscriptions WHERE chat_id = ?", (chat_id,))
         )
+
+    # ------------------------------------------------------------------ forum topics
+    async def subscription_threads(self, chat_id: int) -> dict[int, int | None]:
+        """topic id → the forum topic (message_thread_id) its alerts go to in this chat (None:
+        General, or a chat without topics)."""
+        found = await self._rows(
+            "SELECT topic_id, thread_id FROM subscriptions WHERE chat_id = ?", (chat_id,)
+        )
+        return {r["topic_id"]: r["thread_id"] for r in found}
+
+    async def spike_thread(self, chat_id: int, episode_id: int) -> int | None:
+        """The forum topic a spike episode's alert goes to in this chat: its topic's."""
+        row = await self._row(
+            "SELECT s.thread_id FROM spike_episodes e JOIN subscriptions s"
+            " ON s.topic_id = e.topic_id AND s.chat_id = ? WHERE e.id = ?",
+            (chat_id, episode_id),
+        )
+        return row["thread_id"] if row else None
+
+    async def forget_thread(self, chat_id: int, thread_id: int) -> int:
+        """The forum topic was deleted: its subscriptions' alerts go to General from now on."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "UPDATE subscriptions SET thread_id = NULL WHERE chat_id = ? AND thread_id = ?",
+                (chat_id, thread_id),
+            )
+            return max(cur.rowcount, 0)
+
+    async def mark_topic_closed(self, chat_id: int) -> bool:
+        """A send found the chat's forum topic closed. True if it was not known closed (its
+        admins are to be told, once)."""
+        now = self._now()
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "UPDATE chats SET topic_closed_at = ?, updated_at = ?"
+                " WHERE chat_id = ? AND topic_closed_at IS NULL",
+                (now, now, chat_id),
+            )
+            return cur.rowcount > 0
+
+    async def clear_topic_closed(self, chat_id: int) -> None:
+        """A send to the chat went through again: its topics are open (a later closing is told
+        again)."""
+        async with self._write() as conn:
+            await conn.execute(
+                "UPDATE chats SET topic_closed_at = NULL, updated_at = ?"
+                " WHERE chat_id = ? AND topic_closed_at IS NOT NULL",
+                (self._now(), chat_id),
+            )

@@ -112,6 +112,18 @@ class OutboxQueries(Database):
                 [(now, i) for i in outbox_ids],
             )
 
+    async def mark_maybe_sent(self, outbox_ids: Sequence[int], doubt: str) -> None:
+        """Telegram took the message but its answer never came (a read timeout): it was most
+        likely delivered. Settled as sent — never sent again, so never twice — with the doubt
+        kept in ``last_error`` (``maybe sent: …``) for the record."""
+        now = self._now()
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1,"
+                " last_error = ? WHERE id = ? AND state = 'pending'",
+                [(now, f"maybe sent: {doubt}"[:500], i) for i in outbox_ids],
+            )
+
     async def mark_failed_attempt(
         self, outbox_ids: Sequence[int], error: str, *, at: str | None = None
     ) -> str | None:
