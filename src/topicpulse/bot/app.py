@@ -34,7 +34,7 @@ from aiohttp import web
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
-from topicpulse.bot import handlers, membership
+from topicpulse.bot import handlers, membership, starting
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
@@ -57,6 +57,7 @@ DELIVERY_TICK = 5.0  # seconds between delivery passes when nothing wakes the wo
 DELIVERY_GRACE = 3.0  # seconds the sends in flight get to finish when the bot stops
 MAINTENANCE_SECONDS = 24 * 3600  # the daily upkeep (delivery/upkeep.py)
 MAINTENANCE_FIRST = 600  # seconds after a start
+BACKUP_FIRST = 60  # seconds after a start: the day's snapshot (TOPICPULSE_BACKUP_DIR), if due
 # Updates handled at once. Replies wait for their chat's pacing (about 1/s) inside the handler,
 # so a user who fires 20 commands holds 20 handlers for 20 s: with few slots, everyone else's
 # commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
@@ -129,12 +130,11 @@ class Pipeline:
         await self.after_ingest()
 
     async def _backfill_days(self) -> None:
+        progress = starting.ProgressLog()
         stats, _ = await self.ingestor.backfill(
-            self.backfill_weeks, progress=_log_progress, include_today=False
+            self.backfill_weeks, progress=progress, include_today=False
         )
-        log.info(
-            "backfill finished: %d new papers (%s)", stats.new, "ok" if stats.ok else stats.message
-        )
+        log.info(progress.finished(stats, self.backfill_weeks))
 
     async def maintain(self) -> None:
         async with self.engine_lock:  # never prune a topic while a round matches it
@@ -174,11 +174,6 @@ def _report_death(task: asyncio.Task[None]) -> None:
         log.error("background task %r died", task.get_name(), exc_info=exc)
 
 
-def _log_progress(done: int, total: int, label: str) -> None:
-    if done == total or done % 7 == 0:
-        log.info("backfill %d/%d days (%s)", done, total, label)
-
-
 def pipeline_of(app: Application) -> Pipeline:  # type: ignore[type-arg]
     return app.bot_data["pipeline"]  # type: ignore[no-any-return]
 
@@ -188,6 +183,11 @@ async def _poll_job(context: ContextTypes.DEFAULT_TYPE) -> None:
         await pipeline_of(context.application).poll_round()
     except Exception:
         log.exception("ingestion round failed; trying again next round")
+
+
+async def _backup_job(context: ContextTypes.DEFAULT_TYPE) -> None:
+    tp = context.application.bot_data["topicpulse"]
+    await starting.daily_snapshot(tp.settings, tp.clock().date())
 
 
 async def _maintenance_job(context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -271,9 +271,13 @@ def build_application(
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
         pipeline.spawn(pipeline.delivery_worker(), "delivery")
-        if settings.backfill_weeks and await ingestor.missing_days(settings.backfill_weeks):
+        weeks = settings.backfill_weeks
+        missing = await ingestor.missing_days(weeks) if weeks else []
+        if missing:
             # every start: days never fetched, or that failed on arXiv before, are filled now
-            log.info("backfilling the last %s weeks in the background", settings.backfill_weeks)
+            total = len(ingestor.backfill_days(weeks))
+            delay = settings.arxiv_delay_seconds
+            log.info(starting.backfill_announcement(len(missing), total, weeks, delay))
             pipeline.spawn(pipeline.backfill(), "backfill")
         assert app.job_queue is not None
         app.job_queue.run_repeating(
@@ -283,6 +287,9 @@ def build_application(
             name="maintenance",
             job_kwargs={"max_instances": 1, "coalesce": True},
         )
+        if settings.backup_dir is not None:  # checked hourly, written once a day
+            app.job_queue.run_repeating(_backup_job, interval=3600, first=BACKUP_FIRST,
+                                        name="backup")  # fmt: skip
         app.job_queue.run_repeating(
             _poll_job,
             interval=settings.poll_seconds,
@@ -295,7 +302,7 @@ def build_application(
         # for a fifth of a second now and then (replies to users wait meanwhile).
         gc.collect()
         gc.freeze()
-        log.info("topicpulse is running as @%s", app.bot.username)
+        log.info(starting.ready_line(app.bot.username, bool(missing)))
 
     async def post_stop(app: Application) -> None:  # type: ignore[type-arg]
         # Before the bot's HTTP client closes: sends in flight complete and get marked sent.
@@ -372,11 +379,13 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
 
 
 def run_bot(settings: Settings) -> None:
-    """Run until SIGINT/SIGTERM: long polling, or webhook mode when a webhook URL is set."""
+    """Run until SIGINT/SIGTERM: long polling, or webhook mode when a webhook URL is set.
+
+    The signals only set an event that the running bot waits on (``running``): one that
+    arrives while the bot is still starting stops it right after the start, cleanly, instead
+    of breaking into a request half sent (python-telegram-bot's own handlers raise
+    ``SystemExit`` wherever the loop is, which could leave the database open)."""
     app = build_application(settings)
-    if not settings.webhook_url:
-        app.run_polling(allowed_updates=Update.ALL_TYPES)
-        return
 
     async def until_stopped() -> None:
         stop = asyncio.Event()

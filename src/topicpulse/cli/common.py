@@ -12,6 +12,7 @@ from datetime import date, datetime
 from topicpulse.insight.momentum import as_of_day
 from topicpulse.models import StoredPaper, Topic, utcnow
 from topicpulse.sources.ingest import Progress
+from topicpulse.sources.pace import Pace
 from topicpulse.store import Store
 from topicpulse.topics import query as ql
 from topicpulse.topics.catalogue import UnknownTopic, resolve_topic, sync_catalogue
@@ -38,8 +39,12 @@ def progress() -> Progress:
 
         return update
 
+    pace: list[Pace] = []
+
     def log_line(done: int, total: int, label: str) -> None:
-        log.info("backfill %d/%d days (%s)", done, total, label)
+        if not pace:
+            pace.append(Pace(total))
+        log.info("backfill %d/%d days (%s), %s", done, total, label, pace[0].left(done))
 
     return log_line
 
