@@ -45,12 +45,10 @@ class ProgressLog:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.started = clock()
-        self.pace: Pace | None = None
+        self.pace = Pace(clock)
 
     def __call__(self, done: int, total: int, label: str) -> None:
-        if self.pace is None:
-            self.pace = Pace(total, self.clock)
-        left = self.pace.left(done)
+        left = self.pace.left(done, total)
         if done == total or done % PROGRESS_EVERY == 0:
             log.info("backfill %d/%d days (%s), %s", done, total, label, left)
 

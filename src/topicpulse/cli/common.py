@@ -39,12 +39,10 @@ def progress() -> Progress:
 
         return update
 
-    pace: list[Pace] = []
+    pace = Pace()
 
     def log_line(done: int, total: int, label: str) -> None:
-        if not pace:
-            pace.append(Pace(total))
-        log.info("backfill %d/%d days (%s), %s", done, total, label, pace[0].left(done))
+        log.info("backfill %d/%d days (%s), %s", done, total, label, pace.left(done, total))
 
     return log_line
 

@@ -50,22 +50,21 @@ def duration(seconds: float) -> str:
 
 @dataclass(slots=True)
 class Pace:
-    """The time left of ``total`` steps, from the pace of those done since it was made."""
+    """The time left of a backfill, from the pace of the days it did since it was made (the
+    days a resumed backfill found done already are not counted)."""
 
-    total: int
     clock: Callable[[], float] = time.monotonic
     started: float = field(init=False)
-    first_done: int | None = field(init=False, default=None)
+    before: int | None = field(init=False, default=None)  # days done before this run
 
     def __post_init__(self) -> None:
         self.started = self.clock()
 
-    def left(self, done: int) -> str:
-        """``about 4 min left`` (or ``done``) after ``done`` of ``total`` steps."""
-        if done >= self.total:
+    def left(self, done: int, total: int) -> str:
+        """``about 4 min left`` (or ``done``) after ``done`` of ``total`` days."""
+        if done >= total:
             return "done"
-        if self.first_done is None:  # steps done before this run (a resumed backfill)
-            self.first_done = done - 1
-        ran = done - self.first_done
+        if self.before is None:  # the first report: the first day of this run is done
+            self.before = done - 1
         elapsed = self.clock() - self.started
-        return f"about {duration(elapsed / ran * (self.total - done))} left"
+        return f"about {duration(elapsed / (done - self.before) * (total - done))} left"
