@@ -12,6 +12,24 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def bot_env(
+    telegram_url: str, token: str, arxiv_url: str, db: Path, **extra: str
+) -> dict[str, str]:
+    """The settings of a bot against the fakes: no politeness delay, no backfill, one poll
+    an hour (``extra`` overrides, by variable name)."""
+    return {
+        "TELEGRAM_BOT_TOKEN": token,
+        "TOPICPULSE_TELEGRAM_API_URL": telegram_url,
+        "TOPICPULSE_ARXIV_API_URL": arxiv_url,
+        "TOPICPULSE_ARXIV_OAI_URL": arxiv_url.replace("/api/query", "/oai"),
+        "TOPICPULSE_DB": str(db),
+        "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",
+        "TOPICPULSE_BACKFILL_WEEKS": "0",
+        "TOPICPULSE_POLL_SECONDS": "3600",
+        **extra,
+    }
+
+
 class BotProcess:
     def __init__(self, env: dict[str, str], log: Path) -> None:
         self.env = env

@@ -151,6 +151,10 @@ class Settings(BaseSettings):
     llm_api_key: str | None = Field(default=None, alias="TOPICPULSE_LLM_API_KEY")
     llm_timeout_seconds: float = Field(default=20, gt=0, alias="TOPICPULSE_LLM_TIMEOUT_SECONDS")
 
+    # Daily snapshots of the database (topicpulse backup's consistent copy), the newest kept.
+    backup_dir: Path | None = Field(default=None, alias="TOPICPULSE_BACKUP_DIR")
+    backup_keep: int = Field(default=7, ge=1, le=3660, alias="TOPICPULSE_BACKUP_KEEP")
+
     @field_validator("categories", "admin_ids", mode="before")
     @classmethod
     def _csv(cls, value: object) -> object:
@@ -169,6 +173,7 @@ class Settings(BaseSettings):
         "public_url",
         "webhook_url",
         "webhook_secret",
+        "backup_dir",
         mode="before",
     )
     @classmethod

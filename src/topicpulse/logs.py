@@ -40,6 +40,11 @@ class RedactSecrets(logging.Filter):
 _redactor = RedactSecrets([])
 
 
+def redact(text: str, secrets: list[str]) -> str:
+    """``text`` without ``secrets`` (nor a token in a Bot API URL), for a line not logged."""
+    return RedactSecrets(secrets)._clean(text)
+
+
 def _redacting_factory(make: Callable[..., logging.LogRecord]) -> Callable[..., logging.LogRecord]:
     def make_record(*args: Any, **kwargs: Any) -> logging.LogRecord:
         record = make(*args, **kwargs)
@@ -63,13 +68,25 @@ def protect_secrets(secrets: list[str]) -> None:
         logging.setLogRecordFactory(_redacting_factory(factory))
 
 
+def startup_failure(record: logging.LogRecord) -> bool:
+    """python-telegram-bot's report of a failed start (token refused, Bot API unreachable),
+    traceback included: the command says the same in one line of its own."""
+    return record.name.startswith("telegram") and str(record.msg).startswith(
+        "Network Retry Loop (Bootstrap"
+    )
+
+
 def setup_logging(level: int = logging.INFO, secrets: list[str] | None = None) -> None:
-    """Log to stderr; httpx/httpcore request lines (which carry the token) are silenced."""
+    """Log to stderr; httpx/httpcore request lines (which carry the token) are silenced. Below
+    debug level, a library's report of a failed start is left to the command's one line."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.addFilter(RedactSecrets(secrets or []))
+    if level > logging.DEBUG:
+        handler.addFilter(lambda record: not startup_failure(record))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
-    for noisy in ("httpx", "httpcore", "apscheduler", "matplotlib"):
+    # aiohttp.access: a line per request, the platform's health checks included
+    for noisy in ("httpx", "httpcore", "apscheduler", "matplotlib", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

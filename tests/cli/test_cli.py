@@ -5,7 +5,6 @@ one-line errors with non-zero exit codes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
@@ -17,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from cli_process import acli, cli, one_line
 from conftest import LISTINGS, SAMPLES, requires_samples
 from fake_arxiv import FakeArxiv, make_paper, server_error, unavailable
 from topicpulse.sources.arxiv import parse_feed
@@ -26,46 +26,10 @@ from topicpulse.store import Store
 COMMANDS = ("run", "migrate", "poll", "backfill", "import", "stats")
 
 
-def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TOPICPULSE_")}
-    env.pop("TELEGRAM_BOT_TOKEN", None)
-    env.update({"TOPICPULSE_DB": str(tmp_path / "cli.db"), "PYTHONUNBUFFERED": "1", **extra})
-    return env
-
-
-def cli(tmp_path: Path, *args: str | Path, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "topicpulse", *map(str, args)],
-        env=cli_env(tmp_path, **extra),
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-
-
-async def acli(tmp_path: Path, *args: str, **extra: str) -> tuple[int, str, str]:
-    """The CLI in a subprocess while this test's event loop keeps serving the fake arXiv."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "topicpulse", *args,
-        env=cli_env(tmp_path, **extra), cwd=tmp_path,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
-    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
 def stored_ids(tmp_path: Path) -> dict[str, int]:
     """arxiv_id → version of every stored paper."""
     with sqlite3.connect(tmp_path / "cli.db") as db:
         return dict(db.execute("SELECT arxiv_id, version FROM papers").fetchall())
-
-
-def one_line(stderr: str) -> str:
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    return lines[0]
 
 
 # ---------------------------------------------------------------------------------- help

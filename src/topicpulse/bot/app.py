@@ -36,7 +36,7 @@ from aiohttp import web
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
-from topicpulse.bot import handlers, membership
+from topicpulse.bot import handlers, membership, starting
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import SendTimeouts, TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
@@ -60,6 +60,7 @@ DELIVERY_TICK = 5.0  # seconds between delivery passes when nothing wakes the wo
 DELIVERY_GRACE = 3.0  # seconds the sends in flight get to finish when the bot stops
 MAINTENANCE_SECONDS = 24 * 3600  # the daily upkeep (delivery/upkeep.py)
 MAINTENANCE_FIRST = 600  # seconds after a start
+BACKUP_FIRST = 60  # seconds after a start: the day's snapshot (TOPICPULSE_BACKUP_DIR), if due
 # Updates handled at once. Replies wait for their chat's pacing (about 1/s) inside the handler,
 # so a user who fires 20 commands holds 20 handlers for 20 s: with few slots, everyone else's
 # commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
@@ -146,10 +147,9 @@ class Pipeline:
         await self.after_ingest()
 
     async def _backfill_days(self) -> None:
-        stats, _ = await self.ingestor.backfill(self.backfill_weeks, progress=_log_progress)
-        log.info(
-            "backfill finished: %d new papers (%s)", stats.new, "ok" if stats.ok else stats.message
-        )
+        progress = starting.ProgressLog()
+        stats, _ = await self.ingestor.backfill(self.backfill_weeks, progress=progress)
+        log.info(progress.finished(stats, self.backfill_weeks))
 
     async def maintain(self) -> None:
         async with self.engine_lock:  # never prune a topic while a round matches it
@@ -189,11 +189,6 @@ def _report_death(task: asyncio.Task[None]) -> None:
         log.error("background task %r died", task.get_name(), exc_info=exc)
 
 
-def _log_progress(done: int, total: int, label: str) -> None:
-    if done == total or done % 10 == 0:
-        log.info("history harvest: %d page(s) of about %d (set %s)", done, total, label)
-
-
 def pipeline_of(app: Application) -> Pipeline:  # type: ignore[type-arg]
     return app.bot_data["pipeline"]  # type: ignore[no-any-return]
 
@@ -217,6 +212,11 @@ async def _calendar_job(context: ContextTypes.DEFAULT_TYPE) -> None:
     log.info("next look at arXiv in %s", str(wait).split(".")[0])
     assert context.job_queue is not None
     context.job_queue.run_once(_calendar_job, when=wait, name="poll")
+
+
+async def _backup_job(context: ContextTypes.DEFAULT_TYPE) -> None:
+    tp = context.application.bot_data["topicpulse"]
+    await starting.daily_snapshot(tp.settings, tp.clock().date())
 
 
 async def _maintenance_job(context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -308,9 +308,16 @@ def build_application(
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
         pipeline.spawn(pipeline.delivery_worker(), "delivery")
-        if settings.backfill_weeks and await ingestor.history_missing(settings.backfill_weeks):
+        weeks = settings.backfill_weeks
+        missing = bool(weeks) and await ingestor.history_missing(weeks)
+        if missing:
             # every start: a history never harvested, or whose harvest stopped, is read now
-            log.info("backfilling the last %s weeks in the background", settings.backfill_weeks)
+            first = (await store.intake_state(ingestor.categories_key)).pending_from is None
+            log.info(
+                starting.backfill_announcement(
+                    weeks, len(ingestor.sets), settings.arxiv_delay_seconds, first=first
+                )
+            )
             pipeline.spawn(pipeline.backfill(), "backfill")
         assert app.job_queue is not None
         app.job_queue.run_repeating(
@@ -320,6 +327,10 @@ def build_application(
             name="maintenance",
             job_kwargs={"max_instances": 1, "coalesce": True},
         )
+        if settings.backup_dir is not None:  # checked hourly, written once a day
+            app.job_queue.run_repeating(
+                _backup_job, interval=3600, first=BACKUP_FIRST, name="backup"
+            )
         if settings.poll_seconds:
             app.job_queue.run_repeating(
                 _poll_job,
@@ -335,7 +346,7 @@ def build_application(
         # for a fifth of a second now and then (replies to users wait meanwhile).
         gc.collect()
         gc.freeze()
-        log.info("topicpulse is running as @%s", app.bot.username)
+        log.info(starting.ready_line(app.bot.username, bool(missing)))
 
     async def post_stop(app: Application) -> None:  # type: ignore[type-arg]
         # Before the bot's HTTP client closes: sends in flight complete and get marked sent.
@@ -412,11 +423,13 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
 
 
 def run_bot(settings: Settings) -> None:
-    """Run until SIGINT/SIGTERM: long polling, or webhook mode when a webhook URL is set."""
+    """Run until SIGINT/SIGTERM: long polling, or webhook mode when a webhook URL is set.
+
+    The signals only set an event that the running bot waits on (``running``): one that
+    arrives while the bot is still starting stops it right after the start, cleanly, instead
+    of breaking into a request half sent (python-telegram-bot's own handlers raise
+    ``SystemExit`` wherever the loop is, which could leave the database open)."""
     app = build_application(settings)
-    if not settings.webhook_url:
-        app.run_polling(allowed_updates=Update.ALL_TYPES)
-        return
 
     async def until_stopped() -> None:
         stop = asyncio.Event()

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Callable
 
 from topicpulse import __version__
+from topicpulse.cli.backups import cmd_backup, cmd_restore
 from topicpulse.cli.common import CommandError
 from topicpulse.cli.operating import (
     cmd_backfill,
@@ -29,7 +30,7 @@ from topicpulse.cli.operating import (
 from topicpulse.cli.papers import cmd_ask, cmd_paper, cmd_similar
 from topicpulse.cli.reading import cmd_momentum, cmd_preview, cmd_search, cmd_topics, cmd_trending
 from topicpulse.config import ConfigError, Settings, load_settings
-from topicpulse.logs import setup_logging
+from topicpulse.logs import redact, setup_logging
 from topicpulse.store import MigrationError
 
 # ---------------------------------------------------------------------------------- parser
@@ -68,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("files", nargs="+", metavar="FILE")
     add("stats", cmd_stats, "papers stored, per category, last poll, database size")
+    backup = add("backup", cmd_backup, "write a consistent copy of the database (bot running)")
+    backup.add_argument("file", metavar="FILE", help="the copy to write (replaced if there)")
+    restore = add(
+        "restore", cmd_restore, "check a backup and put it in place of the database (bot stopped)"
+    )
+    restore.add_argument("file", metavar="FILE", help="a file written by topicpulse backup")
 
     topics = add("topics", cmd_topics, "list the catalogue of curated topics")
     topics.add_argument("--json", action="store_true")
@@ -151,3 +158,9 @@ def main(argv: list[str] | None = None) -> int:
         # final flush of stdout from raising again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception as exc:  # a failure nobody foresaw: one line; -v shows where it came from
+        if args.verbose:
+            raise
+        line = redact(f"{type(exc).__name__}: {exc}", [settings.telegram_bot_token or ""])
+        print(f"topicpulse: {line} (-v shows the traceback)", file=sys.stderr)
+        return 1

@@ -12,6 +12,7 @@ from datetime import date, datetime
 from topicpulse.insight.momentum import as_of_day
 from topicpulse.models import StoredPaper, Topic, utcnow
 from topicpulse.sources.ingest import Progress
+from topicpulse.sources.pace import Pace
 from topicpulse.store import Store
 from topicpulse.topics import query as ql
 from topicpulse.topics.catalogue import UnknownTopic, resolve_topic, sync_catalogue
@@ -38,8 +39,13 @@ def progress() -> Progress:
 
         return update
 
+    pace = Pace()
+
     def log_line(done: int, total: int, label: str) -> None:
-        log.info("backfill: %d page(s) of about %d (set %s)", done, total, label)
+        log.info(
+            "backfill: %d of about %d page(s) (set %s), %s", done, total, label,
+            pace.left(done, total),
+        )  # fmt: skip
 
     return log_line
 

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
+import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from topicpulse.cli.common import CommandError, progress
+from topicpulse.cli.common import CommandError, log, progress
 from topicpulse.config import Settings
 from topicpulse.sources.ingest import Ingestor, import_files
+from topicpulse.sources.pace import backfill_plan, weeks_text
 from topicpulse.store import Store
 from topicpulse.topics.catalogue import sync_catalogue
+
+if TYPE_CHECKING:  # imported by `run` alone: the other commands never load telegram
+    from telegram.error import TelegramError
 
 
 async def cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
@@ -42,6 +49,10 @@ async def cmd_backfill(args: argparse.Namespace, settings: Settings) -> int:
     async with await Store.open(settings.db) as store:
         ingestor = Ingestor.from_settings(store, settings)
         try:
+            delay = settings.arxiv_delay_seconds
+            if await ingestor.history_missing(weeks):
+                plan = backfill_plan(weeks, len(ingestor.sets), delay)
+                log.info("backfill of the last %s: %s", weeks_text(weeks), plan.describe(delay))
             stats, _ = await ingestor.backfill(weeks, progress=progress())
         finally:
             await ingestor.client.aclose()
@@ -94,21 +105,42 @@ async def cmd_stats(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     if not settings.telegram_bot_token:
         raise CommandError("TELEGRAM_BOT_TOKEN is not set: get a token from @BotFather and set it")
-    from telegram.error import InvalidToken, NetworkError
+    from telegram.error import TelegramError
 
     from topicpulse.bot.app import run_bot
 
     try:
         run_bot(settings)
-    except InvalidToken:
-        raise CommandError(
-            "Telegram rejected TELEGRAM_BOT_TOKEN: check it with @BotFather"
-        ) from None
-    except NetworkError as exc:  # at start-up only; once running, outages are retried
-        raise CommandError(
-            f"cannot reach the Bot API at {settings.telegram_api_url} ({exc.message})"
-        ) from None
+    except (TelegramError, OSError) as exc:
+        log.debug("the start failed", exc_info=True)  # -v: where it came from
+        raise CommandError(start_failure(exc, settings)) from None
     return 0
+
+
+def start_failure(exc: TelegramError | OSError, settings: Settings) -> str:
+    """What failed and what to check, in one line."""
+    from telegram.error import InvalidToken, NetworkError
+
+    if isinstance(exc, OSError):
+        return listen_failure(exc, settings.web_host, settings.listen_port)
+    if isinstance(exc, InvalidToken):
+        return "Telegram rejected TELEGRAM_BOT_TOKEN: check it with @BotFather"
+    if isinstance(exc, NetworkError):  # at start-up only; once running, outages are retried
+        return (
+            f"cannot reach the Bot API at {settings.telegram_api_url} ({exc.message}): check "
+            "the network, a proxy or firewall, and TOPICPULSE_TELEGRAM_API_URL"
+        )
+    return f"Telegram refused the start: {exc.message}"  # e.g. setWebhook refused the address
+
+
+def listen_failure(exc: OSError, host: str, port: int | None) -> str:
+    """One line for a port that cannot be opened (or any other system error at start)."""
+    if exc.errno in (errno.EADDRINUSE, errno.EACCES, errno.EADDRNOTAVAIL):
+        return (
+            f"cannot listen on {host}:{port} ({os.strerror(exc.errno).lower()}): choose "
+            "another TOPICPULSE_WEB_PORT (or PORT), or TOPICPULSE_WEB_HOST"
+        )
+    return f"cannot start: {exc.strerror or exc}"
 
 
 async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
@@ -129,7 +161,11 @@ async def cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
         )
         runner = web.AppRunner(build_web_app(context))
         await runner.setup()
-        await web.TCPSite(runner, host, port).start()
+        try:
+            await web.TCPSite(runner, host, port).start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise CommandError(listen_failure(exc, host, port)) from None
         print(f"serving the topic pages on http://{host}:{port}/ (Ctrl-C stops)")
         try:
             await asyncio.Event().wait()

@@ -26,6 +26,7 @@ from typing import Any
 import aiosqlite
 
 from topicpulse.models import iso, utcnow
+from topicpulse.store import lock
 from topicpulse.store.readers import ReaderPool
 
 log = logging.getLogger(__name__)
@@ -113,6 +114,7 @@ class Database:
         self._conn = writer  # the writer; also reads inside a write transaction
         self._readers = ReaderPool(readers, RESERVED)
         self.path = path
+        self._in_use: int | None = None  # the shared lock of the file (store/lock.py)
         self._write_lock = asyncio.Lock()
         self.clock: Callable[[], datetime] = utcnow  # the time written into rows
         # Document frequencies read from the index, kept until the store grows by a few
@@ -134,8 +136,15 @@ class Database:
         clock: Callable[[], datetime] = utcnow,
     ) -> Any:  # Self of the subclass (Store)
         """Open (and by default migrate) the database at ``path``, creating it if needed.
-        ``clock`` gives the times written into rows (tests and simulations inject one)."""
-        writer = await _connect(str(path))
+        ``clock`` gives the times written into rows (tests and simulations inject one).
+        The file stays marked in use (``store/lock.py``) until ``close()``: no restore replaces
+        it meanwhile."""
+        in_use = None if str(path) == ":memory:" else await lock.hold_shared(path)
+        try:
+            writer = await _connect(str(path))
+        except BaseException:
+            lock.release(in_use)
+            raise
         opened: list[aiosqlite.Connection] = []
         try:
             await writer.execute("PRAGMA journal_mode=WAL")
@@ -154,7 +163,9 @@ class Database:
             # threads keep the process alive after the error is reported.
             for conn in (writer, *opened):
                 await conn.close()
+            lock.release(in_use)
             raise
+        store._in_use = in_use
         return store
 
     def file_backed(self) -> bool:
@@ -165,6 +176,8 @@ class Database:
         for reader in self._readers.connections:
             await reader.close()
         await self._conn.close()
+        lock.release(self._in_use)
+        self._in_use = None
 
     async def __aenter__(self) -> Any:
         return self
@@ -250,8 +263,12 @@ class Database:
                     if self._conn.in_transaction:
                         await self._conn.execute("ROLLBACK")
                     raise MigrationError(f"migration {migration.name} failed: {exc}") from exc
-            log.info("applied migration %s", migration.name)
+            log.debug("applied migration %s", migration.name)
             applied.append(migration.name)
+        if applied:
+            first = "created" if len(applied) == len(migrations) else "upgraded"
+            log.info("%s the database %s: %d migration(s), now at %s", first, self.path,
+                     len(applied), applied[-1])  # fmt: skip
         return applied
 
     # ------------------------------------------------------------------ upkeep
