@@ -61,6 +61,7 @@ async def test_the_image_runs_answers_health_stops_on_sigterm_and_keeps_its_data
             "TELEGRAM_BOT_TOKEN": fake.token,
             "TOPICPULSE_TELEGRAM_API_URL": fake.base_url,
             "TOPICPULSE_ARXIV_API_URL": arxiv.url,
+            "TOPICPULSE_ARXIV_OAI_URL": arxiv.oai_url,
             "TOPICPULSE_ARXIV_DELAY_SECONDS": "0",
             "TOPICPULSE_BACKFILL_WEEKS": "0",
             "TOPICPULSE_WEB_HOST": "127.0.0.1",
