@@ -41,7 +41,7 @@ from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, sta
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.delivery.upkeep import run_maintenance
-from topicpulse.insight import momentum
+from topicpulse.insight import momentum, taste
 from topicpulse.insight.llm import answer_writer
 from topicpulse.logs import protect_secrets
 from topicpulse.models import utcnow
@@ -236,11 +236,13 @@ def build_application(
             backfill_weeks=settings.backfill_weeks,
         )
         app.bot_data["pipeline"] = pipeline
+        trainer = taste.Trainer(store)
         app.bot_data["topicpulse"] = handlers.BotContext(
             store=store,
             settings=settings,
             clock=clock,
             wake_delivery=pipeline.wake.set,
+            on_rated=trainer.mark,
             answer_writer=answer_writer(settings),
         )
         if settings.listen_port is not None:
@@ -271,6 +273,7 @@ def build_application(
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
         pipeline.spawn(pipeline.delivery_worker(), "delivery")
+        pipeline.spawn(trainer.run(), "taste")  # retrains the tastes whose ratings changed
         if settings.backfill_weeks and await ingestor.missing_days(settings.backfill_weeks):
             # every start: days never fetched, or that failed on arXiv before, are filled now
             log.info("backfilling the last %s weeks in the background", settings.backfill_weeks)

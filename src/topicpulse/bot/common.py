@@ -54,6 +54,7 @@ class BotContext:
     settings: Settings
     clock: Callable[[], datetime] = utcnow
     wake_delivery: Callable[[], None] = lambda: None
+    on_rated: Callable[[int], None] = lambda chat_id: None  # a chat's ratings changed: retrain
     monotonic: Callable[[], float] = time.monotonic
     _recent: dict[int, list[float]] = field(default_factory=dict)
     _warned: dict[int, float] = field(default_factory=dict)

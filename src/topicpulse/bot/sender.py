@@ -35,6 +35,7 @@ from telegram.ext import ExtBot
 from topicpulse.bot.buckets import Priority
 from topicpulse.bot.ratelimit import retry_seconds
 from topicpulse.delivery import (
+    Buttons,
     ChatGone,
     ChatMoved,
     FloodWait,
@@ -86,12 +87,17 @@ class TelegramSender:
         html: str,
         *,
         preview: bool = False,
-        buttons: list[tuple[str, str]] | None = None,
+        buttons: Buttons | None = None,
     ) -> None:
-        """HTML text; ``buttons`` (label, callback data) become an inline keyboard, one button
-        a row."""
+        """HTML text; ``buttons`` (label, callback data) become an inline keyboard, a button
+        a row, or a list of them side by side."""
         keyboard = (
-            InlineKeyboardMarkup([[InlineKeyboardButton(t, callback_data=d)] for t, d in buttons])
+            InlineKeyboardMarkup(
+                [
+                    [InlineKeyboardButton(t, callback_data=d) for t, d in row]
+                    for row in (b if isinstance(b, list) else [b] for b in buttons)
+                ]
+            )
             if buttons
             else None
         )

@@ -15,6 +15,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+# Inline buttons: each item a row — one (label, callback data) button, or a list side by side.
+Buttons = list[tuple[str, str] | list[tuple[str, str]]]
+
 
 class DeliveryError(Exception):
     """Base of what a sender can report."""
@@ -61,8 +64,8 @@ class TemporaryFailure(DeliveryError):
 
 class Sender(Protocol):
     """Sends one message; raises one of the errors above when it cannot. ``buttons`` are
-    inline buttons, one per row: (label, callback data); the engine passes them only to the
-    messages that have some."""
+    inline buttons (``Buttons``: a row each); the engine passes them only to the messages that
+    have some."""
 
     async def send_text(
         self,
@@ -70,7 +73,7 @@ class Sender(Protocol):
         html: str,
         *,
         preview: bool = False,
-        buttons: list[tuple[str, str]] | None = None,
+        buttons: Buttons | None = None,
     ) -> None: ...
 
     async def send_plain(self, chat_id: int, text: str) -> None: ...

@@ -5,7 +5,8 @@
 - ``topics``: topics and their matches;
 - ``counts``: momentum counts, topic and query papers, spike episodes;
 - ``chats``: chats and subscriptions;
-- ``outbox``: pending deliveries.
+- ``outbox``: pending deliveries;
+- ``ratings``: each chat's 👍 / 👎, its taste, the papers its alerts held back.
 
 All SQL outside ``migrations/`` lives here; rows are read by column name (``rows``). Rules
 (which papers are too old to alert, how long to keep delivered rows) belong to the modules that
@@ -30,16 +31,20 @@ from topicpulse.store.database import (
 )
 from topicpulse.store.outbox import OutboxQueries
 from topicpulse.store.papers import BackfillWindow, BatchRow, PaperQueries, read_batch
+from topicpulse.store.ratings import Imported, Rating, RatingQueries, TasteRow
 from topicpulse.store.topics import TopicQueries
 
 __all__ = [
     "CHAT_SETTINGS",
     "BackfillWindow",
     "BatchRow",
+    "Imported",
     "Migration",
     "MigrationError",
+    "Rating",
     "Store",
     "SubscriptionsFull",
+    "TasteRow",
     "interactive",
     "load_migrations",
     "migrations_dir",
@@ -50,7 +55,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Store(PaperQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries):
+class Store(PaperQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries, RatingQueries):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""
 
     @classmethod
