@@ -31,9 +31,9 @@ from topicpulse.store import Rating, Store
 
 log = logging.getLogger(__name__)
 
-C = 1.0  # inverse regularisation strength (chosen by bench_taste.py on the tuning readers)
+C = 3.0  # inverse regularisation strength (chosen by bench_taste.py on the tuning readers)
 BACKGROUND = 300  # newest stored papers taken as mild negatives
-BACKGROUND_WEIGHT = 0.2  # … each weighing this much of a 👎
+BACKGROUND_WEIGHT = 0.1  # … each weighing this much of a 👎
 MAX_TERMS = 3000  # weights kept in a saved taste
 MIN_UP, MIN_DOWN = 5, 3  # ratings before alerts may hold papers back
 HOLD_BELOW = 0.2  # an alert's paper is held back when the taste scores it below this
@@ -123,7 +123,7 @@ def fit(
     weights += [background_weight] * len(background)
     vectorizer = DictVectorizer()
     x = vectorizer.fit_transform(samples)
-    model = LogisticRegression(C=c, solver="liblinear", max_iter=200)
+    model = LogisticRegression(C=c, solver="lbfgs", max_iter=500)
     model.fit(x, labels, sample_weight=weights)
     coef = model.coef_[0]
     names = vectorizer.get_feature_names_out()
