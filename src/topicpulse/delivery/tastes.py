@@ -117,7 +117,7 @@ async def to_hold_back(
     taste, hold = await tastes.load(store, chat_id)
     if taste is None or not hold or not taste.holds_back or not papers:
         return {}
-    return {p.id: s for p, s in await tastes.scored(store, taste, papers) if s < tastes.HOLD_BELOW}
+    return {p.id: s for p, s in await tastes.scored(store, taste, papers) if taste.holds(s)}
 
 
 async def why(store: Store, chat_id: int, paper: StoredPaper) -> str:

@@ -64,6 +64,10 @@ class Taste:
         """Whether it has seen enough of both kinds to hold papers back."""
         return self.up >= MIN_UP and self.down >= MIN_DOWN
 
+    def holds(self, score: float) -> bool:
+        """Whether an instant alert would hold back a paper of this score."""
+        return self.holds_back and score < HOLD_BELOW
+
     def reasons(self, vector: Vector, n: int = WHY_TERMS) -> tuple[list[str], list[str]]:
         """The words that weighed most for and against a paper."""
         parts = {t: x * self.weights.get(t, 0.0) for t, x in vector.items()}
