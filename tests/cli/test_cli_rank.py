@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from test_cli_papers import cli
 
 from bot_harness import paper
-from test_cli_papers import cli
 from topicpulse.models import Paper
 from topicpulse.store import Store
 
