@@ -310,3 +310,21 @@ async def test_a_digest_lists_papers_in_the_readers_order(taught: Bot) -> None:
     assert first < text.index("study 90") and second < text.index("study 90")
     assert "<blockquote expandable>4 more:" in text
     assert len(rate_buttons(digest)) == 2 * 9  # every paper, folded or not, can be rated
+
+
+async def test_for_you_finds_what_the_topics_miss(taught: Bot) -> None:
+    bot = taught
+    none = await bot.say(USER, "/foryou")
+    assert "No taste yet" in (none.text or "")
+    await bot.ask(USER, '/follow "stock trading"')
+    await teach(bot, 5, 3)
+    [listed] = await bot.ask(USER, "/foryou")
+    text = listed.text or ""
+    assert text.startswith("✨ <b>For you</b>")
+    # the one liked-theme paper not rated yet comes first; nothing the topic matched is listed
+    assert text.index("study 605") < text.index("2. <a href=")
+    assert "Stock trading" not in text
+    pid = await paper_id(bot, "2611.00605")
+    assert ("why? 1", f"w:{pid}") in listed.buttons
+    _, why = await bot.press(USER, listed, f"w:{pid}")
+    assert "for you — most like your 👍" in why["text"], why

@@ -52,6 +52,7 @@ COMMANDS: list[tuple[str, str, Handler]] = [
     ("similar", "Stored papers most like one paper", reading.similar),
     ("ask", "Ask about a topic: quotes from its papers", asking.ask_command),
     ("taste", "What your 👍/👎 taught me; import liked papers", rating.taste_command),
+    ("foryou", "Papers for you that your topics missed", rating.for_you_command),
     ("trending", "Rising topics", reading.trending),
     ("unfollow", "Stop following a topic", following.unfollow),
     ("digest", "instant, daily or weekly delivery", chat_settings.digest),

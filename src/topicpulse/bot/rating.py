@@ -105,15 +105,23 @@ async def reply_papers(
     papers: Sequence[StoredPaper],
     header: str,
     last: Keyboard | None = None,
+    *,
+    why: bool = False,
 ) -> None:
     """A numbered paper list (/latest, /search, /similar), each message with a 👍 / 👎 row per
-    paper it lists; ``last``: more buttons under the last message."""
+    paper it lists (and a "why?" with ``why``); ``last``: more buttons under the last one."""
     tp = services(context)
     chat_id = chat_id_of(update)
     tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
     messages = formatting.paper_list_keyed(papers, header=header, tags=tags)
+    numbers = {p.id: n for n, p in enumerate(papers, start=1)}
     for n, (text, ids) in enumerate(messages, start=1):
         keyboard = await list_keyboard(tp, chat_id, papers, ids)
+        if why:
+            keyboard = [
+                [*row, (f"why? {numbers[pid]}", callbacks.encode(callbacks.Why(pid)))]
+                for row, pid in zip(keyboard, ids, strict=True)
+            ]
         await reply(update, text, keyboard + ((last or []) if n == len(messages) else []))
 
 
@@ -200,16 +208,22 @@ async def show_held_button(
     papers.sort(key=lambda p: order[p.id])
     more = len(waiting) - len(papers)
     header = f"🔕 <b>Held back as probably not for you</b>{f' ({more} more)' if more else ''}:"
-    tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
-    for text, ids in formatting.paper_list_keyed(papers, header=header, tags=tags):
-        keyboard = await list_keyboard(tp, chat_id, papers, ids)
-        numbers = {p.id: n for n, p in enumerate(papers, start=1)}
-        keyboard = [
-            [*row, (f"why? {numbers[pid]}", callbacks.encode(callbacks.Why(pid)))]
-            for row, pid in zip(keyboard, ids, strict=True)
-        ]
-        await reply(update, text, keyboard)
+    await reply_papers(update, context, papers, header, why=True)
     await tp.store.mark_held_shown(chat_id, [p.id for p in papers])
+
+
+@command()
+async def for_you_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/foryou — the last 7 days' papers your taste rates highest that your topics missed."""
+    tp = services(context)
+    found = await tastes.for_you(tp.store, chat_id_of(update), tp.clock())
+    if found is None:
+        await reply(update, "No taste yet: rate a few papers with 👍 / 👎, or see /taste.")
+    elif not found:
+        await reply(update, "Nothing new outside your topics in the last 7 days.")
+    else:
+        header = "✨ <b>For you</b> — outside your topics, the last 7 days, best first:"
+        await reply_papers(update, context, [p for p, _ in found], header, why=True)
 
 
 async def why_button(

@@ -34,7 +34,7 @@ HELP = (
     '<b>Queries</b>: words, "phrases", AND, OR, NOT, (…), prefix*, and fields '
     'ti: abs: au: cat: — e.g. <code>ti:"reward model" NOT cat:cs.RO</code>\n\n'
     "<b>Commands</b>: /topics /follow /unfollow /list /momentum /trending /latest /search /paper "
-    "/similar /taste "
+    "/similar /taste /foryou "
     "/ask /digest /timezone /pause /resume /spikes /settings"
 )
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 from topicpulse.delivery.chats import UserError
 from topicpulse.insight import taste as tastes
 from topicpulse.insight.similarity import cosine
-from topicpulse.models import StoredPaper
+from topicpulse.models import StoredPaper, iso
 from topicpulse.sources import arxiv, references
 from topicpulse.store import Imported, Store
 
@@ -118,6 +119,25 @@ async def to_hold_back(
     if taste is None or not hold or not taste.holds_back or not papers:
         return {}
     return {p.id: s for p, s in await tastes.scored(store, taste, papers) if taste.holds(s)}
+
+
+FOR_YOU = 5  # papers /foryou lists
+FOR_YOU_DAYS = 7
+
+
+async def for_you(
+    store: Store, chat_id: int, now: datetime, *, limit: int = FOR_YOU
+) -> list[tuple[StoredPaper, float]] | None:
+    """/foryou: the papers of the last 7 days the taste rates highest among those none of the
+    chat's topics matched (and it has not rated), best first. None: no taste yet."""
+    taste, _ = await tastes.load(store, chat_id)
+    if taste is None:
+        return None
+    pool = await store.papers_published(iso(now - timedelta(days=FOR_YOU_DAYS)), iso(now))
+    matched = await store.chat_topics_for_papers(chat_id, [p.id for p in pool])
+    rated = await store.ratings_for(chat_id, [p.id for p in pool])
+    outside = [p for p in pool if not matched.get(p.id) and p.id not in rated]
+    return (await tastes.scored(store, taste, outside))[:limit]
 
 
 async def why(store: Store, chat_id: int, paper: StoredPaper) -> str:

@@ -161,6 +161,17 @@ class RatingQueries(Database):
         )
         return [rows.stored_paper(r) for r in found]
 
+    async def papers_published(
+        self, since: str, until: str, *, limit: int = 5_000
+    ) -> list[StoredPaper]:
+        """Every stored paper published in [since, until), newest first (/foryou's pool)."""
+        found = await self._rows(
+            f"SELECT {rows.PAPER_COLUMNS} FROM papers WHERE published >= ? AND published < ?"
+            " ORDER BY published DESC LIMIT ?",
+            (since, until, limit),
+        )
+        return [rows.stored_paper(r) for r in found]
+
     # ------------------------------------------------------------------ tastes
     async def taste(self, chat_id: int) -> TasteRow | None:
         row = await self._row(
