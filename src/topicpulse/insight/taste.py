@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 C = 3.0  # inverse regularisation strength (chosen by bench_taste.py on the tuning readers)
 BACKGROUND = 300  # newest stored papers taken as mild negatives
 BACKGROUND_WEIGHT = 0.1  # … each weighing this much of a 👎
-MAX_TERMS = 3000  # weights kept in a saved taste
+MAX_TERMS = 1000  # weights kept in a saved taste
 MIN_UP, MIN_DOWN = 5, 3  # ratings before alerts may hold papers back
 HOLD_BELOW = 0.2  # an alert's paper is held back when the taste scores it below this
 WHY_TERMS = 3  # words a "why?" names
@@ -170,18 +170,35 @@ async def train(
         return None
     rated = {r.item for r in ratings}
     background = [
-        p
-        for p in await store.recent_papers(BACKGROUND + len(rated), before_id=before_id)
-        if p.arxiv_id not in rated
+        v for arxiv_id, v in await _background(store, before_id) if arxiv_id not in rated
     ][:BACKGROUND]
-    vs = await vectors(store, [*liked, *disliked, *background])
-    n, m = len(liked), len(liked) + len(disliked)
-    taste = fit(vs[:n], vs[n:m], vs[m:], c=c, background_weight=background_weight)
+    vs = await vectors(store, [*liked, *disliked])
+    n = len(liked)
+    taste = fit(vs[:n], vs[n:], background, c=c, background_weight=background_weight)
     if taste is None:
         return None
     heavy = sorted(taste.weights, key=lambda t: -abs(taste.weights[t]))[:200]
     words = await asyncio.to_thread(_surface_words, [*liked, *disliked], heavy)
     return Taste(taste.weights, taste.bias, taste.up, taste.down, words)
+
+
+# The background's vectors, per store and newest paper: the same for every chat, so a worker
+# process computes them once, not once per training, until the store has grown a little.
+_backgrounds: dict[tuple[str, int | None], tuple[int, list[tuple[str, Vector]]]] = {}
+REFRESH_AFTER = 100  # new papers before the background is read again
+
+
+async def _background(store: Store, before_id: int | None) -> list[tuple[str, Vector]]:
+    newest = await store.max_paper_id()
+    key = (store.path, before_id)
+    cached = _backgrounds.get(key)
+    if cached is None or newest - cached[0] >= REFRESH_AFTER or newest < cached[0]:
+        papers = await store.recent_papers(2 * BACKGROUND, before_id=before_id)
+        found = list(zip((p.arxiv_id for p in papers), await vectors(store, papers), strict=True))
+        if len(_backgrounds) > 8:
+            _backgrounds.clear()
+        _backgrounds[key] = cached = (newest, found)
+    return cached[1]
 
 
 # ---------------------------------------------------------------------------------- per chat
