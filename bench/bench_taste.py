@@ -13,7 +13,11 @@ what comes after:
   fewer is left out: every order shows the same five); precision of the first 5 of each
   digest, in the taste's order vs newest first;
 - instant alerts with holding back (only once K holds ≥ 5 👍 and ≥ 3 👎): precision of what
-  was sent, the share of wanted papers held back (the price) and of unwanted ones (the gain);
+  was sent, the share of wanted papers held back (the price) and of unwanted ones (the gain).
+  The reader follows the topic 4 weeks into the listings, so the bot has the topic's papers
+  of those 4 weeks: a paper is held back when it scores below the HOLD × (1 − share)
+  quantile of theirs, the share being what the reader's ratings say it wants (nothing is
+  held back for a reader who wants half or more);
 - /foryou: the 5 papers of the last 7 days the taste rates highest *outside* the topic's
   matches; precision@5 counts only papers labelled wanted (an unlabelled one counts as not
   wanted: a lower bound).
@@ -76,7 +80,7 @@ TUNE = {  # readers the settings are chosen on; the figures are reported on the 
     "GRPO in LM reasoning",
     "reward models in alignment",
 }
-GRID = [(c, w, h) for c in (1.0, 3.0, 10.0, 30.0) for w in (0.1, 0.3) for h in (0.1, 0.2, 0.3)]
+GRID = [(c, w, h) for c in (1.0, 3.0, 10.0) for w in (0.1, 0.3) for h in (0.3, 0.4, 0.5)]
 
 
 @dataclass
@@ -129,10 +133,15 @@ def replay(
     timeline: list[StoredPaper],
     settings: tuple[float, float, float],
 ) -> Outcome | None:
-    c, weight, hold_below = settings
-    if len(reader.stream) < k + TOP:
+    c, weight, hold = settings
+    # the reader follows the topic 4 weeks into the listings: the bot has those 4 weeks of the
+    # topic's papers (the hold-back reference); it rates the first K it is shown after that
+    joined = parse_iso(timeline[0].published) + timedelta(days=taste.REFERENCE_DAYS)
+    split = next((i for i, p in enumerate(reader.stream) if parse_iso(p.published) >= joined), 0)
+    reference, shown = reader.stream[:split], reader.stream[split:]
+    if len(shown) < k + TOP or not reference:
         return None
-    rated, later = reader.stream[:k], reader.stream[k:]
+    rated, later = shown[:k], shown[k:]
     liked = [vectors[p.arxiv_id] for p in rated if reader.wanted[p.arxiv_id]]
     disliked = [vectors[p.arxiv_id] for p in rated if not reader.wanted[p.arxiv_id]]
     cut = rated[-1].published
@@ -144,6 +153,7 @@ def replay(
     model = taste.fit(liked, disliked, background, c=c, background_weight=weight)
     if model is None:
         return None
+    model = model.with_floor([vectors[p.arxiv_id] for p in reference], hold=hold)
     score = {p.arxiv_id: model.score(vectors[p.arxiv_id]) for p in later}
     weeks: dict[tuple[int, int], list[StoredPaper]] = {}
     for p in later:
@@ -157,8 +167,8 @@ def replay(
         digests.append(
             (precision(ours[:TOP], reader.wanted), precision(newest[:TOP], reader.wanted))
         )
-    holds = model.up >= taste.MIN_UP and model.down >= taste.MIN_DOWN
-    held = {a for a in score if holds and score[a] < hold_below}
+    holds = model.holds_back
+    held = {a for a in score if model.holds(score[a])}
     sent = [reader.wanted[p.arxiv_id] for p in later if p.arxiv_id not in held]
     wanted_total = sum(reader.wanted[p.arxiv_id] for p in later)
     held_wanted = sum(reader.wanted[a] for a in held)
@@ -256,7 +266,7 @@ def tune(
         ok = narrow.wanted_held <= 0.10 and guide.wanted_held <= 0.03
         goal = narrow.ours[0] + guide.ours[0] + narrow.unwanted_held * 0.5
         print(
-            f"  C={settings[0]:<4} bg={settings[1]:<4} hold<{settings[2]:<4} narrow top-5 "
+            f"  C={settings[0]:<4} bg={settings[1]:<4} hold={settings[2]:<4} narrow top-5 "
             f"{narrow.ours[0]:.2f} guide {guide.ours[0]:.2f} held: narrow wanted "
             f"{narrow.wanted_held:.0%} unwanted {narrow.unwanted_held:.0%}, guide wanted "
             f"{guide.wanted_held:.0%}{'' if ok else '  (over the limits)'}"
@@ -283,14 +293,15 @@ async def main() -> int:
     everyone = readers(labels, by_id)
     tuning = [r for r in everyone if r.name in TUNE]
     reported = [r for r in everyone if r.name not in TUNE]
-    settings = (taste.C, taste.BACKGROUND_WEIGHT, taste.HOLD_BELOW)
+    settings = (taste.C, taste.BACKGROUND_WEIGHT, taste.HOLD)
     if args.tune:
         print(f"tuning on {len(tuning)} readers (K = 20):")
         settings = tune(tuning, vectors, timeline)
-        print(f"chosen: C={settings[0]} background weight={settings[1]} hold below {settings[2]}")
+        print(f"chosen: C={settings[0]} background weight={settings[1]} hold {settings[2]}")
     print(
-        f"\nsettings: C={settings[0]}, background weight {settings[1]}, hold back below "
-        f"{settings[2]} (after ≥ {taste.MIN_UP} 👍 and ≥ {taste.MIN_DOWN} 👎); "
+        f"\nsettings: C={settings[0]}, background weight {settings[1]}, hold back below the "
+        f"{settings[2]} × (1 − share wanted) quantile of the topic's last 4 weeks (after "
+        f"≥ {taste.MIN_UP} 👍 and ≥ {taste.MIN_DOWN} 👎, and for a share < {taste.MOST}); "
         f"reported on {len(reported)} readers not used for tuning"
     )
     rng = random.Random(7)

@@ -248,7 +248,7 @@ async def teach(bot: Bot, up: int, down: int) -> None:
 @pytest.fixture
 async def taught(tmp_path: Path) -> AsyncIterator[Bot]:
     history = [themed(600 + n, LIKED, 3) for n in range(6)]
-    history += [themed(700 + n, DISLIKED, 3) for n in range(4)]
+    history += [themed(700 + n, DISLIKED, 3) for n in range(6)]
     async with bot_session(tmp_path, papers=seed_papers(NOW) + history, clock=Clock(NOW)) as b:
         await b.poll()
         yield b
@@ -258,16 +258,23 @@ async def taught(tmp_path: Path) -> AsyncIterator[Bot]:
 async def test_holding_back_the_quiet_list_why_and_taste_off(taught: Bot) -> None:
     bot = taught
     await bot.ask(USER, "/follow language models")
-    await teach(bot, 5, 3)
-    bot.arxiv.add(themed(801, LIKED, 0.2), themed(802, DISLIKED, 0.2))
+    await teach(bot, 5, 6)  # a reader who wants less than half of the topic
+    trading = paper(
+        802,
+        "Stock trading agents built on language models",
+        days_ago=0.2,
+        abstract="Stock trading agents: language models trading stock, agents trading.",
+        now=NOW,
+    )
+    bot.arxiv.add(themed(801, LIKED, 0.2), trading)
     await bot.poll_and_deliver()
     alert = bot.fake.messages_to(USER)[-1]
-    assert "study 801" in (alert.text or "") and "study 802" not in (alert.text or "")
+    assert "study 801" in (alert.text or "") and "2611.00802" not in (alert.text or "")
     assert "1 held back as probably not for you" in (alert.text or "")
     assert ("🔕 show", "hb") in alert.buttons
     assert await bot.store.outbox_counts() == {"sent": 2}  # settled: one sent, one held
     [quiet], _ = await bot.press(USER, alert, "hb")
-    assert "study 802" in (quiet.text or "")
+    assert "2611.00802" in (quiet.text or "")
     held = await paper_id(bot, "2611.00802")
     assert ("why? 1", f"w:{held}") in quiet.buttons
     _, why = await bot.press(USER, quiet, f"w:{held}")
@@ -276,15 +283,15 @@ async def test_holding_back_the_quiet_list_why_and_taste_off(taught: Bot) -> Non
     assert again["text"] == "Nothing is held back now."
     # /taste off: alerts hold nothing back any more
     await bot.say(USER, "/taste off")
-    bot.arxiv.add(themed(803, DISLIKED, 0.1))
+    bot.arxiv.add(paper(803, trading.title + ", again", abstract=trading.abstract, now=NOW))
     await bot.poll_and_deliver()
-    assert "study 803" in (bot.fake.messages_to(USER)[-1].text or "")
+    assert "2611.00803" in (bot.fake.messages_to(USER)[-1].text or "")
 
 
 async def test_no_holding_back_before_enough_ratings(taught: Bot) -> None:
     bot = taught
     await bot.ask(USER, "/follow language models")
-    await teach(bot, 5, 2)  # one 👎 short
+    await teach(bot, 5, 2)  # one 👎 short of holding back
     bot.arxiv.add(themed(811, DISLIKED, 0.2))
     await bot.poll_and_deliver()
     assert "study 811" in (bot.fake.messages_to(USER)[-1].text or "")

@@ -34,15 +34,23 @@ def themed(n: int, theme: str, days_ago: float) -> Paper:
 async def db(tmp_path: Path) -> Path:
     path = tmp_path / "rank.db"
     papers = [themed(600 + n, LIKED, 20) for n in range(5)]
-    papers += [themed(700 + n, DISLIKED, 20) for n in range(3)]
-    papers += [themed(801, DISLIKED, 2), themed(802, LIKED, 3), themed(803, DISLIKED, 40)]
+    papers += [themed(700 + n, DISLIKED, 20) for n in range(6)]  # mostly not wanted
+    papers += [themed(650 + n, LIKED, 15) for n in range(4)]  # the topic's weeks, unrated
+    trading = paper(
+        801,
+        "Stock trading agents built on language models",
+        days_ago=2,
+        abstract="Stock trading agents: language models trading stock, agents trading.",
+        now=NOW,
+    )
+    papers += [trading, themed(802, LIKED, 3), themed(803, DISLIKED, 40)]
     async with await Store.open(path) as store:
         await store.upsert_papers(papers)
     (tmp_path / "liked.txt").write_text(
         "# what I like\n" + "\n".join(f"2611.{600 + n:05d}" for n in range(5)) + "\n"
     )
     (tmp_path / "disliked.txt").write_text(
-        "\n".join(f"https://arxiv.org/abs/2611.{700 + n:05d}v1" for n in range(3))
+        "\n".join(f"https://arxiv.org/abs/2611.{700 + n:05d}v1" for n in range(6))
     )
     return path
 
@@ -59,7 +67,7 @@ async def test_rank_orders_by_the_taste_and_tells_what_is_held_back(db: Path) ->
     assert set(first) == {"arxiv_id", "title", "published", "score", "held_back"}
     assert (first["arxiv_id"], second["arxiv_id"]) == ("2611.00802", "2611.00801")  # not newest
     assert first["score"] > 0.5 > second["score"]
-    assert first["held_back"] is False and second["held_back"] is True
+    assert first["held_back"] is False and second["held_back"] is True, found
     # --since: the window from that day on
     run = await cli(
         db, "rank", "language", "--liked", str(db.parent / "liked.txt"),

@@ -13,7 +13,7 @@ from pathlib import Path
 from topicpulse.cli.common import CommandError, print_json, topic_or_query
 from topicpulse.config import Settings
 from topicpulse.insight import taste
-from topicpulse.models import iso, utcnow
+from topicpulse.models import iso, parse_iso, utcnow
 from topicpulse.sources import arxiv
 from topicpulse.store import Rating, Store
 
@@ -66,11 +66,17 @@ async def cmd_rank(args: argparse.Namespace, settings: Settings) -> int:
     async with await Store.open(settings.db) as store:
         topic, fts = await topic_or_query(store, args)
         ratings = await ratings_of(store, liked, 1) + await ratings_of(store, disliked, -1)
-        learned = await taste.train(store, ratings)
-        if learned is None:
-            raise CommandError(f"no liked paper of {args.liked} is stored: nothing to learn from")
         if topic is not None:
             await store.refresh_topic_matches(topic)
+        reference = await store.matching_papers(  # as the bot: the topic's last 4 weeks
+            topic_id=topic.id if topic else None,
+            fts=fts or None,
+            since=iso(parse_iso(until) - timedelta(days=taste.REFERENCE_DAYS)),
+            until=until,
+        )
+        learned = await taste.train(store, ratings, reference)
+        if learned is None:
+            raise CommandError(f"no liked paper of {args.liked} is stored: nothing to learn from")
         papers = await store.matching_papers(
             topic_id=topic.id if topic else None, fts=fts or None, since=since, until=until
         )

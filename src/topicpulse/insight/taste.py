@@ -22,7 +22,8 @@ import logging
 import math
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
 
 from topicpulse import offload
 from topicpulse.insight.similarity import HasText, Vector, content_words, paper_stems, tfidf
@@ -36,7 +37,12 @@ BACKGROUND = 300  # newest stored papers taken as mild negatives
 BACKGROUND_WEIGHT = 0.1  # … each weighing this much of a 👎
 MAX_TERMS = 1000  # weights kept in a saved taste
 MIN_UP, MIN_DOWN = 5, 3  # ratings before alerts may hold papers back
-HOLD_BELOW = 0.2  # an alert's paper is held back when the taste scores it below this
+# Holding back: a reader who wants a share s < MOST of the topic's papers (as its 👍 / 👎 tell)
+# has alerts hold back papers scored below the HOLD × (1 − s) quantile of the scores of the
+# topics' papers of the last 4 weeks; one who wants most of it has nothing held back.
+HOLD = 0.4
+MOST = 0.5
+REFERENCE_DAYS = 28
 WHY_TERMS = 3  # words a "why?" names
 
 
@@ -50,6 +56,7 @@ class Taste:
     up: int
     down: int
     words: dict[str, str] = field(default_factory=dict)
+    floor: float = 0.0  # papers scored below it are held back (0: nothing is)
 
     def raw(self, vector: Vector) -> float:
         return self.bias + sum(x * self.weights.get(t, 0.0) for t, x in vector.items())
@@ -66,7 +73,17 @@ class Taste:
 
     def holds(self, score: float) -> bool:
         """Whether an instant alert would hold back a paper of this score."""
-        return self.holds_back and score < HOLD_BELOW
+        return self.holds_back and score < self.floor
+
+    def with_floor(self, reference: Sequence[Vector], *, hold: float = HOLD) -> Taste:
+        """This taste with its hold-back floor set from ``reference``: the vectors of the
+        followed topics' recent papers (the share the reader wants, from its ratings)."""
+        share = self.up / max(self.up + self.down, 1)
+        if not reference or share >= MOST or not self.holds_back:
+            return replace(self, floor=0.0)
+        scores = sorted(self.score(v) for v in reference)
+        q = hold * (1 - share)
+        return replace(self, floor=scores[int(q * (len(scores) - 1))])
 
     def reasons(self, vector: Vector, n: int = WHY_TERMS) -> tuple[list[str], list[str]]:
         """The words that weighed most for and against a paper."""
@@ -83,6 +100,7 @@ class Taste:
                 "up": self.up,
                 "down": self.down,
                 "words": self.words,
+                "floor": self.floor,
             },
             ensure_ascii=False,
             separators=(",", ":"),
@@ -91,7 +109,14 @@ class Taste:
     @classmethod
     def from_json(cls, text: str) -> Taste:
         data = json.loads(text)
-        return cls(data["weights"], data["bias"], data["up"], data["down"], data.get("words", {}))
+        return cls(
+            data["weights"],
+            data["bias"],
+            data["up"],
+            data["down"],
+            data.get("words", {}),
+            data.get("floor", 0.0),
+        )
 
 
 # ---------------------------------------------------------------------------------- features
@@ -157,13 +182,15 @@ def _surface_words(texts: Sequence[HasText], stems: Sequence[str]) -> dict[str, 
 async def train(
     store: Store,
     ratings: Sequence[Rating],
+    reference: Sequence[StoredPaper] = (),
     *,
     before_id: int | None = None,
     c: float = C,
     background_weight: float = BACKGROUND_WEIGHT,
 ) -> Taste | None:
     """The taste learned from ``ratings`` alone, against the newest stored papers (those below
-    ``before_id``) as background. Shared by the bot and ``topicpulse rank``."""
+    ``before_id``) as background, its hold-back floor set from ``reference`` (the followed
+    topics' recent papers). Shared by the bot and ``topicpulse rank``."""
     liked = [r for r in ratings if r.value > 0 and (r.title or r.abstract)]
     disliked = [r for r in ratings if r.value < 0 and (r.title or r.abstract)]
     if not liked:
@@ -179,7 +206,9 @@ async def train(
         return None
     heavy = sorted(taste.weights, key=lambda t: -abs(taste.weights[t]))[:200]
     words = await asyncio.to_thread(_surface_words, [*liked, *disliked], heavy)
-    return Taste(taste.weights, taste.bias, taste.up, taste.down, words)
+    taste = replace(taste, words=words)
+    unrated = [p for p in reference if p.arxiv_id not in rated]  # (rated ones score in-sample)
+    return taste.with_floor(await vectors(store, unrated)) if unrated else taste
 
 
 # The background's vectors, per store and newest paper: the same for every chat, so a worker
@@ -208,7 +237,12 @@ async def learn(store: Store, chat_id: int) -> Taste | None:
     row = await store.taste(chat_id)
     if row is None:
         return None
-    taste = await train(store, await store.chat_ratings(chat_id))
+    since = iso(store.clock() - timedelta(days=REFERENCE_DAYS))
+    reference: dict[int, StoredPaper] = {}
+    for sub in await store.subscriptions(chat_id):
+        for p in await store.matching_papers(topic_id=sub.topic.id, since=since, limit=300):
+            reference[p.id] = p
+    taste = await train(store, await store.chat_ratings(chat_id), list(reference.values()))
     await store.save_taste_model(chat_id, row.changed, taste.to_json() if taste else None)
     return taste
 
