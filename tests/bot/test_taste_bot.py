@@ -335,3 +335,35 @@ async def test_for_you_finds_what_the_topics_miss(taught: Bot) -> None:
     assert ("why? 1", f"w:{pid}") in listed.buttons
     _, why = await bot.press(USER, listed, f"w:{pid}")
     assert "for you — most like your 👍" in why["text"], why
+
+
+GROUP, ADMIN_ID, MEMBER_ID = -4001, 777, 888
+
+
+async def test_in_a_group_every_member_rates_and_admins_import(bot: Bot) -> None:
+    bot.fake.set_chat_admins(GROUP, {ADMIN_ID})
+    [card] = await bot.ask(GROUP, "/paper 2611.00001", user_id=MEMBER_ID, username="bob")
+    pid = await paper_id(bot, "2611.00001")
+    _, answer = await bot.press(GROUP, card, f"r:{pid}:+", user_id=MEMBER_ID, username="bob")
+    assert answer["text"].startswith("👍 Noted")
+    assert await bot.store.ratings_for(GROUP, [pid]) == {pid: 1}  # the group's taste
+    # another member's tap on the same button undoes it for the group (one rating per paper)
+    await bot.press(GROUP, card, f"r:{pid}:+", user_id=ADMIN_ID, username="ann")
+    assert await bot.store.ratings_for(GROUP, [pid]) == {}
+    [refused] = await bot.ask(GROUP, "/taste 2611.00002", user_id=MEMBER_ID, username="bob")
+    assert "only this group's administrators" in (refused.text or "")
+    [done] = await bot.ask(GROUP, "/taste 2611.00002", user_id=ADMIN_ID, username="ann")
+    assert "Imported 1 liked paper" in (done.text or "")
+    [summary] = await bot.ask(GROUP, "/taste", user_id=MEMBER_ID, username="bob")
+    assert "1 👍 · 0 👎" in (summary.text or "")
+
+
+async def test_ratings_move_with_a_group_that_becomes_a_supergroup(bot: Bot) -> None:
+    [card] = await bot.ask(GROUP, "/paper 2611.00001", user_id=MEMBER_ID, username="bob")
+    pid = await paper_id(bot, "2611.00001")
+    await bot.press(GROUP, card, f"r:{pid}:-", user_id=MEMBER_ID, username="bob")
+    new = -1004001
+    await bot.ask(new, "/taste", chat_type="supergroup", user_id=MEMBER_ID, username="bob")
+    assert await bot.store.migrate_chat(GROUP, new)  # the new id had talked to the bot already
+    assert await bot.store.ratings_for(new, [pid]) == {pid: -1}
+    assert await bot.store.rating_counts(GROUP) == (0, 0)

@@ -69,7 +69,8 @@ async def paper_messages(
     if not by_paper:
         return []
     papers = await store.papers_by_ids(list(by_paper))
-    if not digest_period and (held := await tastes.to_hold_back(store, chat_id, papers)):
+    rated = not digest_period and await store.taste(chat_id) is not None  # (one read)
+    if rated and (held := await tastes.to_hold_back(store, chat_id, papers)):
         # never dropped: into the quiet list, the outbox rows settled with it
         await store.hold_back_papers(chat_id, [(by_paper[p], p, s) for p, s in held.items()])
         papers = [p for p in papers if p.id not in held]
@@ -98,7 +99,7 @@ async def paper_messages(
         )
         for (text, paper_ids), mine in zip(packed, rows, strict=True)
     ]
-    if not digest_period and (waiting := len(await store.waiting_held_back(chat_id))):
+    if rated and (waiting := len(await store.waiting_held_back(chat_id))):
         last = messages[-1]
         last.html += f"\n\n{buttons.held_back_line(waiting)}"
         last.buttons = [*(last.buttons or []), buttons.SHOW_HELD]
