@@ -715,6 +715,48 @@ class FakeTelegram:
         self._messages[(chat_id, message["message_id"])] = _StoredMessage(message, from_bot=False)
         return self.add_update({"message": message})
 
+    def user_sends_document(
+        self,
+        chat_id: int,
+        data: bytes,
+        file_name: str,
+        *,
+        caption: str | None = None,
+        user_id: int | None = None,
+        chat_type: str = "private",
+        username: str = "alice",
+        mime_type: str = "application/octet-stream",
+    ) -> int:
+        """Queue a ``message`` update carrying a file (a ``document``), as if a user sent
+        ``data`` named ``file_name`` with an optional ``caption``; the bot can fetch it with
+        getFile and the file URL, as from Telegram. Returns the update id."""
+        chat = self._register_chat(chat_id, chat_type, None, username)
+        if user_id is None:
+            user_id = chat_id if chat["type"] == "private" else self._user_id_for(username)
+        file_id, unique_id, _ = self._store_file(data, "documents")
+        message: dict[str, Any] = {
+            "message_id": self._alloc_message_id(chat_id),
+            "from": self._register_user(user_id, username),
+            "chat": chat,
+            "date": int(time.time()),
+            "document": {
+                "file_id": file_id,
+                "file_unique_id": unique_id,
+                "file_name": file_name,
+                "mime_type": mime_type,
+                "file_size": len(data),
+            },
+        }
+        if caption is not None:
+            message["caption"] = caption
+            if caption.startswith("/"):
+                command = caption.split(maxsplit=1)[0]
+                message["caption_entities"] = [
+                    {"type": "bot_command", "offset": 0, "length": utf16_len(command)}
+                ]
+        self._messages[(chat_id, message["message_id"])] = _StoredMessage(message, from_bot=False)
+        return self.add_update({"message": message})
+
     def user_presses(
         self,
         chat_id: int,

@@ -690,9 +690,9 @@ def digest_groups(message: SentMessage) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for section in message.text.split("\n\n"):
         heading, *lines = section.split("\n")
-        # each entry: its line, then its abstract in a collapsed quote
+        # each entry: its number (as on its 👍 / 👎) and line, then its abstract, collapsed
         entries = [e for e in lines if not e.startswith("<blockquote expandable>")]
-        assert all(e.startswith("• <a href=") for e in entries), section
+        assert all(re.match(r"[0-9]+\. <a href=", e) for e in entries), section
         groups[heading] = sorted(i for e in entries for i in re.findall(r"abs/([\d.]+)", e))
     return groups
 
@@ -923,7 +923,8 @@ async def test_paper_shows_the_whole_card_and_follows_one_of_its_topics(bot: Bot
     followed, others = tag_line(card.text.rsplit("\n", 1)[0])
     assert f"#{RL}" in followed + others
     # the chat follows nothing yet: a ➕ for each of the paper's catalogue topics (up to 4)
-    more, *follows = card.buttons
+    up, down, more, *follows = card.buttons
+    assert (up[0], down[0]) == ("👍", "👎")
     assert more[0] == "🔁 More like this"
     labels = [label for label, _ in follows]
     assert labels and len(labels) <= 4 and all(label.startswith("➕ Follow ") for label in labels)

@@ -112,8 +112,9 @@ async def test_a_closed_topic_keeps_the_alerts_tells_once_and_resumes(bot: Bot) 
     bot.fake.reopen_topic(FORUM, arxiv)
     await bot.ask(FORUM, "/list", user_id=ADMIN_ID, username="ann", thread_id=arxiv)
 
-    async def delivered() -> bool:
-        return await pending(bot) == 0
+    async def delivered() -> bool:  # sent, and the closing forgotten (just after the send)
+        chat = await bot.store.chat(FORUM)
+        return await pending(bot) == 0 and chat is not None and chat.topic_closed_at is None
 
     await wait_for(delivered, what=bot.fake.summary)  # … or at once after a command
     assert sorted(alerts(bot)) == [("2611.00611", arxiv), ("2611.00612", arxiv)]

@@ -313,7 +313,17 @@ async def test_a_backlog_is_one_short_catch_up(store: Store) -> None:
     assert "193 new papers" in text
     assert "<b>alpha</b>: 153" in text and "<b>beta</b>: 43" in text
     assert "<code>/latest alpha</code>" in text and "<code>/latest beta</code>" in text
-    assert sender.buttons[1] == [[("🗞 alpha", f"l:{alpha.id}"), ("🗞 beta", f"l:{beta.id}")]]
+    [shown] = sender.buttons[1]
+    assert [b for b in shown if isinstance(b, tuple)] == [
+        ("🗞 alpha", f"l:{alpha.id}"),
+        ("🗞 beta", f"l:{beta.id}"),
+    ]
+    # and a 👍 / 👎 row for each of the best papers it shows, numbered like them
+    rated = [row for row in shown if isinstance(row, list)]
+    assert [label for row in rated for label, _ in row] == [
+        f"{thumb} {n}" for n in range(1, 6) for thumb in ("👍", "👎")
+    ]
+    assert all(f"{n}. <a href=" in text for n in range(1, 6))
     # the best few: matched by most of the chat's topics first, then the newest
     shown = ARXIV_LINK.findall(text + " ")
     assert shown == ["2611.00191", "2611.00192", "2611.00193", "2611.00001", "2611.00002"]
@@ -372,7 +382,8 @@ async def test_a_broad_topics_backlog_reaches_the_chat_as_one_message_with_a_but
         [catch_up] = bot.fake.messages_to(USER)[1:]
         assert "60 new papers" in (catch_up.text or "")
         assert f"<code>/latest {RL}</code>" in (catch_up.text or "")
-        assert catch_up.buttons == [(f"🗞 {RL}", f"l:{rl.id}")]
+        assert catch_up.buttons[-1] == (f"🗞 {RL}", f"l:{rl.id}")
+        assert [label for label, _ in catch_up.buttons[:2]] == ["👍 1", "👎 1"]  # the best 5
         assert await bot.store.outbox_counts() == {"sent": 60}
         latest, _ = await bot.press(USER, catch_up, f"l:{rl.id}")  # the rest, a tap away
         assert latest and all(RL in (m.text or "") for m in latest[:1])

@@ -232,7 +232,7 @@ def test_two_hundred_alerts_split_between_papers() -> None:
     _each_once(messages, [a.paper for a in batch])
     # split only between whole paper blocks, in order, header on the first message only
     assert messages[0].startswith("🆕 <b>200 new papers</b>\n\n")
-    blocks = [paper_block(a) for a in batch]
+    blocks = [paper_block(a, n) for n, a in enumerate(batch, start=1)]  # numbered like 👍 / 👎
     rebuilt = [m.removeprefix("🆕 <b>200 new papers</b>\n\n").split("\n\n") for m in messages]
     assert list(itertools.chain.from_iterable(rebuilt)) == blocks
     assert all(tg_len(m) > MAX_MESSAGE - 800 for m in messages[:-1])  # packed, not one per paper
@@ -282,19 +282,19 @@ def test_digest_groups_by_first_matching_topic() -> None:
         "📬 <b>Your daily digest</b>: 6 new papers",
         "",
         "<b>3 new in RL for Language Models</b>",
-        '• <a href="https://arxiv.org/abs/2605.00001">One</a> — Ada Lovelace et al. · cs.CL',
-        '• <a href="https://arxiv.org/abs/2605.00003">Three</a> — Ada Lovelace et al. · cs.CL',
-        '• <a href="https://arxiv.org/abs/2605.00006">Six</a> — Ada Lovelace et al. · cs.CL',
+        '1. <a href="https://arxiv.org/abs/2605.00001">One</a> — Ada Lovelace et al. · cs.CL',
+        '2. <a href="https://arxiv.org/abs/2605.00003">Three</a> — Ada Lovelace et al. · cs.CL',
+        '3. <a href="https://arxiv.org/abs/2605.00006">Six</a> — Ada Lovelace et al. · cs.CL',
         "",
         "<b>1 new in Agents</b>",
-        '• <a href="https://arxiv.org/abs/2605.00002">Two</a> — Ada Lovelace et al. · cs.CL',
+        '4. <a href="https://arxiv.org/abs/2605.00002">Two</a> — Ada Lovelace et al. · cs.CL',
         "",
         "<b>1 new in S&amp;P</b>",
-        '• <a href="https://arxiv.org/abs/2605.00004">Four &lt;x&gt;</a> — Ada Lovelace et al.'
+        '5. <a href="https://arxiv.org/abs/2605.00004">Four &lt;x&gt;</a> — Ada Lovelace et al.'
         " · cs.CL",
         "",
         "<b>1 new in Other</b>",
-        '• <a href="https://arxiv.org/abs/2605.00005">Five</a> — Ada Lovelace et al. · cs.CL',
+        '6. <a href="https://arxiv.org/abs/2605.00005">Five</a> — Ada Lovelace et al. · cs.CL',
     ]
 
 
@@ -302,7 +302,7 @@ def test_digest_of_one_paper_and_of_none() -> None:
     (message,) = digest_messages([Alert(_paper(1, "Solo", authors=()), [])], period="weekly")
     assert message == (
         "📬 <b>Your weekly digest</b>: 1 new paper\n\n<b>1 new in Other</b>\n"
-        '• <a href="https://arxiv.org/abs/2605.00001">Solo</a> —  · cs.CL'
+        '1. <a href="https://arxiv.org/abs/2605.00001">Solo</a> —  · cs.CL'
     )
     assert digest_messages([], period="daily") == []
 

@@ -366,7 +366,8 @@ async def test_replies_link_the_topic_page_when_the_pages_are_public(tmp_path: P
         assert ("🌐 Open topic page", page) in summary.buttons
         assert summary.buttons[0][0] == "❓ Ask about this topic"
         latest = await bot.say(USER, "/latest RL for Language Models")
-        assert latest.buttons == [("🌐 Open topic page", page)]
+        assert latest.buttons[-1] == ("🌐 Open topic page", page)  # after each paper's 👍 / 👎
+        assert {label[0] for label, _ in latest.buttons[:-1]} == {"👍", "👎"}
         custom = await bot.ask(USER, "/follow grpo AND reasoning")
         assert custom
         [mine, _] = await bot.ask(USER, "/momentum grpo AND reasoning")

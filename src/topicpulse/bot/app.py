@@ -43,7 +43,7 @@ from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, sta
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.delivery.upkeep import run_maintenance
-from topicpulse.insight import momentum
+from topicpulse.insight import momentum, taste
 from topicpulse.insight.llm import answer_writer
 from topicpulse.logs import protect_secrets
 from topicpulse.models import utcnow
@@ -270,12 +270,14 @@ def build_application(
             else Schedule(Calendar.of(settings.arxiv_holidays)),
         )
         app.bot_data["pipeline"] = pipeline
+        trainer = taste.Trainer(store)
         app.bot_data["topicpulse"] = handlers.BotContext(
             store=store,
             settings=settings,
             clock=clock,
             wake_delivery=pipeline.wake.set,
             heard_from=pipeline.heard_from,
+            on_rated=trainer.mark,
             answer_writer=answer_writer(settings),
             lookup=ingestor.lookup,
         )
@@ -308,6 +310,7 @@ def build_application(
         await app.bot.set_my_commands(handlers.bot_commands())
         pipeline.wake.set()  # deliver what the outbox holds (e.g. after a restart) right away
         pipeline.spawn(pipeline.delivery_worker(), "delivery")
+        pipeline.spawn(trainer.run(), "taste")  # retrains the tastes whose ratings changed
         weeks = settings.backfill_weeks
         missing = bool(weeks) and await ingestor.history_missing(weeks)
         if missing:

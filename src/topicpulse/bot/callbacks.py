@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from topicpulse.delivery.buttons import rate_data
 from topicpulse.delivery.chats import SHARE_CODE
 
 MAX_DATA = 64  # bytes: Telegram's limit on callback_data
@@ -81,6 +82,27 @@ class FollowShared:
     code: str
 
 
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """👍 (``value`` 1) or 👎 (-1) under a paper: rate it for the chat's taste; a second tap
+    on the same one undoes."""
+
+    paper_id: int
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShowHeld:
+    """ "show" under the line that offers the papers an alert held back."""
+
+
+@dataclass(frozen=True, slots=True)
+class Why:
+    """ "why?" under a held-back or recommended paper: what weighed most."""
+
+    paper_id: int
+
+
 Button = (
     FollowTopic
     | Undo
@@ -90,6 +112,9 @@ Button = (
     | MoreLike
     | AskAbout
     | FollowShared
+    | Rate
+    | ShowHeld
+    | Why
 )
 
 _PATTERNS: list[tuple[re.Pattern[str], type]] = [
@@ -99,7 +124,9 @@ _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"l:{_ID}"), LatestOf),
     (re.compile(rf"m:{_ID}"), MoreLike),
     (re.compile(rf"a:{_ID}"), AskAbout),
+    (re.compile(rf"w:{_ID}"), Why),
 ]
+_RATE = re.compile(rf"r:{_ID}:([+-])")
 _SHARED = re.compile(rf"fq:({SHARE_CODE.pattern})")
 _PAGE_WORDS = re.compile(rf"tp:{_PAGE}(?::(.+))?", re.DOTALL)
 _PAGE_KEY = re.compile(rf"tp:{_PAGE}#([0-9a-f]{{12}})")
@@ -119,6 +146,12 @@ def encode(button: Button) -> str:
         return f"m:{button.paper_id}"
     if isinstance(button, FollowShared):
         return f"fq:{button.code}"
+    if isinstance(button, Rate):
+        return rate_data(button.paper_id, button.value)
+    if isinstance(button, ShowHeld):
+        return "hb"
+    if isinstance(button, Why):
+        return f"w:{button.paper_id}"
     prefix = {FollowTopic: "f", Undo: "u", UnfollowFromList: "ul", LatestOf: "l", AskAbout: "a"}[
         type(button)
     ]
@@ -133,6 +166,10 @@ def decode(data: str | None) -> Button | None:
         match = pattern.fullmatch(data)
         if match:
             return kind(int(match.group(1)))  # type: ignore[no-any-return]
+    if match := _RATE.fullmatch(data):
+        return Rate(int(match.group(1)), 1 if match.group(2) == "+" else -1)
+    if data == "hb":
+        return ShowHeld()
     if match := _SHARED.fullmatch(data):
         return FollowShared(match.group(1))
     if match := _PAGE_KEY.fullmatch(data):

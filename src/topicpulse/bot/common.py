@@ -55,6 +55,7 @@ class BotContext:
     clock: Callable[[], datetime] = utcnow
     wake_delivery: Callable[[], None] = lambda: None
     heard_from: Callable[[int], None] = lambda chat_id: None  # a command came from this chat
+    on_rated: Callable[[int], None] = lambda chat_id: None  # a chat's ratings changed: retrain
     monotonic: Callable[[], float] = time.monotonic
     _recent: dict[int, list[float]] = field(default_factory=dict)
     _warned: dict[int, float] = field(default_factory=dict)

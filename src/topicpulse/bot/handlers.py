@@ -23,7 +23,7 @@ from telegram.ext import (
     filters,
 )
 
-from topicpulse.bot import asking, callbacks, chat_settings, following, reading
+from topicpulse.bot import asking, callbacks, chat_settings, following, rating, reading
 from topicpulse.bot.common import (
     COMMAND_RATE,
     NOT_ADMIN,
@@ -51,6 +51,8 @@ COMMANDS: list[tuple[str, str, Handler]] = [
     ("paper", "One paper in full, by arXiv id or link", reading.paper),
     ("similar", "Stored papers most like one paper", reading.similar),
     ("ask", "Ask about a topic: quotes from its papers", asking.ask_command),
+    ("taste", "What your 👍/👎 taught me; import liked papers", rating.taste_command),
+    ("foryou", "Papers for you that your topics missed", rating.for_you_command),
     ("trending", "Rising topics", reading.trending),
     ("unfollow", "Stop following a topic", following.unfollow),
     ("digest", "instant, daily or weekly delivery", chat_settings.digest),
@@ -108,6 +110,12 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 await reading.more_like_button(update, context, button)
             case callbacks.AskAbout():
                 await asking.ask_button(update, context, button)
+            case callbacks.Rate():
+                await rating.rate_button(update, context, button)
+            case callbacks.ShowHeld():
+                await rating.show_held_button(update, context, button)
+            case callbacks.Why():
+                await rating.why_button(update, context, button)
 
 
 # ---------------------------------------------------------------------------------- fallbacks
@@ -133,6 +141,12 @@ async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await asking.question_reply(update, context)
     elif update.effective_chat is not None and update.effective_chat.type == ChatType.PRIVATE:
         await plain_text(update, context)
+
+
+async def on_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A file: a BibTeX/RIS export for /taste; anything else is not for the bot."""
+    if rating.is_import(update):
+        await rating.import_document(update, context)
 
 
 @command()
@@ -182,6 +196,7 @@ def register(app: Application) -> None:  # type: ignore[type-arg]
         app.add_handler(CommandHandler(name, handler))
     app.add_handler(CallbackQueryHandler(on_button))  # every button, ours or forged
     app.add_handler(MessageHandler(filters.StatusUpdate.MIGRATE, chat_migrated))
+    app.add_handler(MessageHandler(filters.Document.ALL, on_document))
     app.add_handler(MessageHandler(filters.COMMAND, unknown_command))
     app.add_handler(MessageHandler(filters.TEXT, on_text))
     app.add_error_handler(on_error)

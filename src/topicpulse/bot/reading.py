@@ -10,7 +10,7 @@ from telegram.constants import ParseMode
 from telegram.ext import ContextTypes
 
 from topicpulse import offload
-from topicpulse.bot import callbacks, views
+from topicpulse.bot import callbacks, rating, views
 from topicpulse.bot.common import (
     arg_text,
     chat_id_of,
@@ -123,12 +123,9 @@ async def _send_latest(
     if not papers:
         await reply(update, f"No stored paper matches <b>{esc(topic.name)}</b> yet.")
         return
-    tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
     header = f"🗞 <b>Latest in {esc(shorten(topic.name, 100))}</b>"
-    messages = formatting.paper_list(papers, header=header, tags=tags)
     buttons = views.topic_buttons(topic, tp.settings.public_url, ask=False)
-    for n, text in enumerate(messages, start=1):
-        await reply(update, text, buttons if n == len(messages) else None)
+    await rating.reply_papers(update, context, papers, header, buttons)
 
 
 async def latest_button(
@@ -166,10 +163,9 @@ async def search(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await reply(update, f"No stored paper matches <code>{esc(text)}</code>.")
         return
     count = await tp.store.count_matches(fts=fts)
-    header = views.search_header(count, text, len(papers))
-    tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
-    for message in formatting.paper_list(papers, header=header, tags=tags):
-        await reply(update, message)
+    await rating.reply_papers(
+        update, context, papers, views.search_header(count, text, len(papers))
+    )
 
 
 async def _typed_paper(
@@ -206,7 +202,8 @@ async def paper(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     store, chat_id = services(context).store, chat_id_of(update)
     followed = (await store.chat_topics_for_papers(chat_id, [found.id])).get(found.id, [])
     others = (await store.paper_topics([found.id], kind="catalogue")).get(found.id, [])
-    await reply_view(update, views.paper_view(found, followed, others))
+    mine = (await store.ratings_for(chat_id, [found.id])).get(found.id, 0)
+    await reply_view(update, views.paper_view(found, followed, others, mine))
 
 
 @command()
@@ -239,7 +236,5 @@ async def _send_similar(
     if not papers:
         await reply(update, "No stored paper is like that one yet.")
         return
-    tags = await store.paper_topics([p.id for p in papers], kind="catalogue")
     header = f"🔁 <b>Most like</b> “{esc(shorten(found.title, 120))}”"
-    for message in formatting.paper_list(papers, header=header, tags=tags):
-        await reply(update, message)
+    await rating.reply_papers(update, context, papers, header)

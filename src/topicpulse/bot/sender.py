@@ -48,6 +48,7 @@ from telegram.ext import ExtBot
 from topicpulse.bot.buckets import Priority
 from topicpulse.bot.ratelimit import retry_seconds
 from topicpulse.delivery import (
+    Buttons,
     ChatGone,
     ChatMoved,
     FloodWait,
@@ -121,13 +122,18 @@ class TelegramSender:
         html: str,
         *,
         preview: bool = False,
-        buttons: list[tuple[str, str]] | None = None,
+        buttons: Buttons | None = None,
         thread_id: int | None = None,
     ) -> None:
-        """HTML text; ``buttons`` (label, callback data) become an inline keyboard, one button
-        a row; ``thread_id``: the forum topic to post in."""
+        """HTML text; ``buttons`` (label, callback data) become an inline keyboard, a button
+        a row, or a list of them side by side; ``thread_id``: the forum topic to post in."""
         keyboard = (
-            InlineKeyboardMarkup([[InlineKeyboardButton(t, callback_data=d)] for t, d in buttons])
+            InlineKeyboardMarkup(
+                [
+                    [InlineKeyboardButton(t, callback_data=d) for t, d in row]
+                    for row in (b if isinstance(b, list) else [b] for b in buttons)
+                ]
+            )
             if buttons
             else None
         )

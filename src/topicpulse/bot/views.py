@@ -12,8 +12,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from topicpulse.bot import callbacks
-from topicpulse.delivery import chats, formatting
+from topicpulse.delivery import buttons, chats, formatting, tastes
 from topicpulse.delivery.formatting import esc, shorten
+from topicpulse.insight import taste
 from topicpulse.insight.momentum import Momentum
 from topicpulse.models import Chat, StoredPaper, Topic, parse_iso
 from topicpulse.wording import plural
@@ -33,7 +34,7 @@ HELP = (
     '<b>Queries</b>: words, "phrases", AND, OR, NOT, (…), prefix*, and fields '
     'ti: abs: au: cat: — e.g. <code>ti:"reward model" NOT cat:cs.RO</code>\n\n'
     "<b>Commands</b>: /topics /follow /unfollow /list /momentum /trending /latest /search /paper "
-    "/similar "
+    "/similar /taste /foryou "
     "/ask /digest /timezone /pause /resume /spikes /settings"
 )
 
@@ -142,13 +143,18 @@ def ranked(title: str, moments: Sequence[Momentum]) -> list[str]:
 PAPER_FOLLOW_BUTTONS = 4
 
 
-def paper_view(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[Topic]) -> View:
-    """/paper: the full card, "More like this", and a ➕ button for each of its catalogue
-    topics not followed."""
+def paper_view(
+    paper: StoredPaper, followed: Sequence[Topic], others: Sequence[Topic], rating: int = 0
+) -> View:
+    """/paper: the full card, 👍 / 👎, "More like this", and a ➕ button for each of its
+    catalogue topics not followed."""
     mine = {t.id for t in followed}
     new = [t for t in others if t.id not in mine][:PAPER_FOLLOW_BUTTONS]
     name = formatting.BUTTON_NAME
-    keyboard = [[button("🔁 More like this", callbacks.MoreLike(paper.id))]]
+    keyboard = [
+        buttons.rating_row(paper.id, rating),
+        [button("🔁 More like this", callbacks.MoreLike(paper.id))],
+    ]
     keyboard += [
         [button(f"➕ Follow {shorten(t.name, name)}", callbacks.FollowTopic(t.id))] for t in new
     ]
@@ -235,3 +241,84 @@ def topic_buttons(topic: Topic, public_url: str | None, *, ask: bool = True) -> 
     if public_url and topic.slug:
         rows.append([("🌐 Open topic page", f"{public_url.rstrip('/')}/topics/{topic.slug}")])
     return rows
+
+
+# ---------------------------------------------------------------------------------- taste
+def rating_rows(
+    paper_ids: Sequence[int], ratings: dict[int, int], numbers: dict[int, int] | None = None
+) -> Keyboard:
+    """A compact 👍 / 👎 row per paper (numbered like its entry), the chat's ratings ticked."""
+    return [
+        buttons.rating_row(pid, ratings.get(pid, 0), (numbers or {}).get(pid)) for pid in paper_ids
+    ]
+
+
+def relabel(keyboard: Keyboard, ratings: dict[int, int]) -> Keyboard:
+    """The same keyboard with each 👍 / 👎 ticked as the chat rates its paper now."""
+    rows: Keyboard = []
+    for row in keyboard:
+        new = []
+        for label, data in row:
+            target = callbacks.decode(data)
+            if isinstance(target, callbacks.Rate):
+                base = label.removesuffix(buttons.RATED)
+                on = ratings.get(target.paper_id, 0) == target.value
+                label = base + (buttons.RATED if on else "")
+            new.append((label, data))
+        rows.append(new)
+    return rows
+
+
+def rated(value: int) -> str:
+    """The answer to a tap on 👍 / 👎."""
+    if value > 0:
+        return "👍 Noted — more like this. Tap again to undo."
+    if value < 0:
+        return "👎 Noted — fewer like this. Tap again to undo."
+    return "Rating removed."
+
+
+TASTE_HELP = (
+    "<b>Teach it</b>: tap 👍 / 👎 under any paper (a second tap undoes); send "
+    "<code>/taste 2605.01234 2604.00042</code> with papers you like; or send a BibTeX or RIS "
+    "export (Zotero: File → Export Library) as a file with the caption <code>/taste</code>.\n"
+    "<code>/taste off</code> stops holding papers back; <code>/taste on</code> starts again."
+)
+
+
+def taste_summary(summary: tastes.Summary) -> str:
+    """/taste: what the bot has learned from this chat's ratings, and how to teach it."""
+    if not summary.up and not summary.down:
+        return (
+            "🎯 <b>Your taste</b>: nothing learned yet. With a few ratings, digests list papers "
+            "in your order (best first) and instant alerts hold back what you would not want "
+            f"(after {taste.MIN_UP} 👍 and {taste.MIN_DOWN} 👎).\n\n{TASTE_HELP}"
+        )
+    lines = [f"🎯 <b>Your taste</b>: {summary.up} 👍 · {summary.down} 👎"]
+    if summary.liked_words:
+        lines.append(f"More of: <i>{esc(', '.join(summary.liked_words))}</i>")
+    if summary.disliked_words:
+        lines.append(f"Less of: <i>{esc(', '.join(summary.disliked_words))}</i>")
+    if summary.training:
+        lines.append("(learning from your latest ratings…)")
+    if summary.taste is None and not summary.training:
+        lines.append("A 👍 or two more and digests come in your order.")
+    enough = summary.up >= taste.MIN_UP and summary.down >= taste.MIN_DOWN
+    if not summary.hold_back:
+        lines.append("Holding back: off (/taste on)")
+    elif enough:
+        lines.append("Holding back: on — alerts keep unlikely papers in a quiet list.")
+    else:
+        lines.append(f"Holding back starts after {taste.MIN_UP} 👍 and {taste.MIN_DOWN} 👎.")
+    return "\n".join(lines) + f"\n\n{TASTE_HELP}"
+
+
+def imported(result: tastes.ImportResult) -> str:
+    parts = [f"👍 Imported {plural(result.added, 'liked paper')}"]
+    if result.by_text:
+        parts.append(f"{result.by_text} not stored here, learned from their abstracts")
+    if result.known:
+        parts.append(f"{result.known} already rated (kept)")
+    if result.skipped:
+        parts.append(f"{result.skipped} skipped (no arXiv id, no abstract)")
+    return " · ".join(parts) + ". /taste shows what I learned."

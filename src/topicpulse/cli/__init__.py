@@ -29,6 +29,7 @@ from topicpulse.cli.operating import (
 )
 from topicpulse.cli.papers import cmd_ask, cmd_paper, cmd_similar
 from topicpulse.cli.reading import cmd_momentum, cmd_preview, cmd_search, cmd_topics, cmd_trending
+from topicpulse.cli.taste import add_rank
 from topicpulse.config import ConfigError, Settings, load_settings
 from topicpulse.logs import redact, setup_logging
 from topicpulse.store import MigrationError
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     ask.add_argument("question", nargs="+", metavar="QUESTION")
     ask.add_argument("--topic", metavar="NAME", help="a catalogue topic (default: all papers)")
     ask.add_argument("--json", action="store_true")
+    add_rank(add)
     trend = add("trending", cmd_trending, "catalogue topics ranked by momentum")
     trend.add_argument("--as-of", metavar="YYYY-MM-DD")
     trend.add_argument("--min-volume", type=int, default=5, help="least papers in 4 weeks")

@@ -49,6 +49,7 @@ from topicpulse.delivery.messages import (
     spike_message,
 )
 from topicpulse.delivery.protocol import (
+    Buttons,
     ChatGone,
     ChatMoved,
     DeliveryError,
@@ -70,6 +71,7 @@ __all__ = [
     "DEFAULT_CONCURRENCY",
     "FOLD_AFTER",
     "GIVE_UP_AFTER",
+    "Buttons",
     "ChatGone",
     "ChatMoved",
     "Delivery",

@@ -107,13 +107,17 @@ def _head(paper: StoredPaper) -> list[str]:
     ]
 
 
-def paper_block(alert: Alert) -> str:
-    """One paper's card: linked bold title, authors, their institutions (when arXiv gives
-    them), category · date · PDF, the journal reference or comment, the abstract (collapsed),
-    and its topic tags (followed first)."""
+def paper_block(alert: Alert, number: int | None = None) -> str:
+    """One paper's card: linked bold title (numbered in a grouped alert, like its 👍 / 👎
+    row), authors, their institutions (when arXiv gives them), category · date · PDF, the
+    journal reference or comment, the abstract (collapsed), and its topic tags (followed
+    first)."""
     p = alert.paper
+    head = _head(p)
+    if number is not None:
+        head[0] = f"{number}. {head[0]}"
     lines = [
-        *_head(p),
+        *head,
         f'{esc(p.primary_category)} · {p.published[:10]} · <a href="{esc(p.pdf_url)}">PDF</a>',
         note_line(p),
         abstract_quote(p.abstract),
@@ -165,10 +169,13 @@ def pack(
 
 
 def pack_keyed(
-    blocks: Iterable[tuple[str, int | None]], *, header: str = "", separator: str = "\n\n"
+    blocks: Iterable[tuple[str, int | Sequence[int] | None]],
+    *,
+    header: str = "",
+    separator: str = "\n\n",
 ) -> list[tuple[str, list[int]]]:
-    """Like ``pack``, for blocks that carry a key (a paper id, or None for a heading): returns
-    each message with the keys of the blocks it holds."""
+    """Like ``pack``, for blocks that carry a key (a paper id, several for a block of papers,
+    or None for a heading): returns each message with the keys of the blocks it holds."""
     messages: list[tuple[str, list[int]]] = []
     current, keys = header, []
     for block, key in blocks:
@@ -178,8 +185,10 @@ def pack_keyed(
             current, keys = "", []
             candidate = block
         current = candidate if tg_len(candidate) <= MAX_MESSAGE else _cut_lines(block, MAX_MESSAGE)
-        if key is not None:
+        if isinstance(key, int):
             keys.append(key)
+        elif key is not None:
+            keys.extend(key)
     if keys:
         messages.append((current, keys))
     return messages
@@ -197,17 +206,29 @@ def _cut_lines(block: str, limit: int) -> str:
 def pack_alerts(alerts: Sequence[Alert]) -> list[tuple[str, list[int]]]:
     """Instant alerts: what one round found for a chat, in as few messages as fit, each with
     the ids of the papers it carries."""
-    header = "" if len(alerts) == 1 else f"🆕 <b>{plural(len(alerts), 'new paper')}</b>"
-    return pack_keyed(((paper_block(a), a.paper.id) for a in alerts), header=header)
+    if len(alerts) == 1:
+        return pack_keyed([(paper_block(alerts[0]), alerts[0].paper.id)])
+    header = f"🆕 <b>{plural(len(alerts), 'new paper')}</b>"
+    numbered = ((paper_block(a, n), a.paper.id) for n, a in enumerate(alerts, start=1))
+    return pack_keyed(numbered, header=header)
 
 
 def alert_messages(alerts: Sequence[Alert]) -> list[str]:
     return [text for text, _ in pack_alerts(alerts)]
 
 
-def pack_digest(alerts: Sequence[Alert], *, period: str) -> list[tuple[str, list[int]]]:
+DIGEST_SHOWN = 5  # papers of a topic a digest in the reader's order shows in full
+FOLD_LINES = 12  # … the rest, folded, in quotes of at most this many title lines
+
+
+def pack_digest(
+    alerts: Sequence[Alert], *, period: str, scores: dict[int, float] | None = None
+) -> list[tuple[str, list[int]]]:
     """A daily/weekly digest grouped by topic ("12 new in RL for Language Models"); each paper
-    once, under the first of the chat's topics that matched it. Empty → no messages."""
+    once, under the first of the chat's topics that matched it, numbered (like its 👍 / 👎
+    row: the papers' ids come back in number order). With the taste's ``scores``, each topic's
+    papers are in the reader's order, the best ``DIGEST_SHOWN`` in full and the rest folded
+    behind "N more" (a collapsed quote of titles). Empty → no messages."""
     if not alerts:
         return []
     groups: dict[str, list[Alert]] = {}
@@ -215,20 +236,45 @@ def pack_digest(alerts: Sequence[Alert], *, period: str) -> list[tuple[str, list
         name = alert.topics[0].name if alert.topics else "Other"
         groups.setdefault(name, []).append(alert)
     total = plural(len(alerts), "new paper")
-    blocks: list[tuple[str, int | None]] = [(f"📬 <b>Your {esc(period)} digest</b>: {total}", None)]
+    order = " · in your order, best first" if scores else ""
+    head = f"📬 <b>Your {esc(period)} digest</b>: {total}{order}"
+    blocks: list[tuple[str, int | Sequence[int] | None]] = [(head, None)]
+    number = 0
     for name, members in groups.items():
+        if scores:
+            members = sorted(members, key=lambda a: -scores.get(a.paper.id, 0.0))
+        shown = members[:DIGEST_SHOWN] if scores else members
         heading = f"\n<b>{len(members)} new in {esc(shorten(name, MAX_NAME))}</b>"
-        # the heading travels with its first paper: never left alone at the end of a message
-        blocks.append((f"{heading}\n{digest_line(members[0])}", members[0].paper.id))
-        blocks.extend((digest_line(a), a.paper.id) for a in members[1:])
+        for n, alert in enumerate(shown):
+            number += 1
+            line = digest_line(alert, number)
+            # the heading travels with its first paper: never left alone at the end of a message
+            blocks.append((f"{heading}\n{line}" if n == 0 else line, alert.paper.id))
+        folded = members[len(shown) :]
+        for start in range(0, len(folded), FOLD_LINES):
+            part = folded[start : start + FOLD_LINES]
+            lines = [f"{len(folded)} more:"] if start == 0 else []
+            for alert in part:
+                number += 1
+                lines.append(fold_line(alert, number))
+            text = "\n".join(lines)
+            blocks.append(
+                (f"<blockquote expandable>{text}</blockquote>", [a.paper.id for a in part])
+            )
     return pack_keyed(blocks, separator="\n")
+
+
+def fold_line(alert: Alert, number: int) -> str:
+    """A folded digest entry: number and linked title."""
+    p = alert.paper
+    return f'{number}. <a href="{esc(p.url)}">{esc(shorten(p.title, 120))}</a>'
 
 
 def digest_messages(alerts: Sequence[Alert], *, period: str) -> list[str]:
     return [text for text, _ in pack_digest(alerts, period=period)]
 
 
-def digest_line(alert: Alert) -> str:
+def digest_line(alert: Alert, number: int | None = None) -> str:
     p = alert.paper
     first = (
         shorten(p.authors[0], MAX_NAME) + (" et al." if len(p.authors) > 1 else "")
@@ -236,7 +282,8 @@ def digest_line(alert: Alert) -> str:
         else ""
     )
     line = (
-        f'• <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>'
+        f"{'•' if number is None else f'{number}.'} "
+        f'<a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>'
         f" — {esc(first)} · {esc(p.primary_category)}"
     )
     quote = abstract_quote(p.abstract, MAX_LIST_ABSTRACT)
@@ -249,19 +296,21 @@ def catch_up(
     counts: Sequence[tuple[Topic, int]],
     best: Sequence[Alert],
     period: str | None = None,
+    ranked: bool = False,
 ) -> tuple[str, list[tuple[str, str]]]:
     """One message for a backlog too big to send paper by paper: ``total`` new papers, how
     many per topic (``counts``, most first), the ``best`` few (ranked by the caller), and the
     way to the rest — ``/latest <topic>`` written out, and a button per topic (callback data
     ``l:<topic id>``). Returns the text and the buttons as (label, callback data). With a
-    digest ``period`` ("daily", "weekly"), it is that digest, for a backlog too big for two.
+    digest ``period`` ("daily", "weekly"), it is that digest, for a backlog too big for two;
+    ``ranked``: the best are in the reader's order (their taste), numbered either way.
 
     Always one message: the topics after ``CATCH_UP_TOPICS`` are only counted, and papers,
     then topics, are left out for as long as the text would not fit."""
     shown = list(counts[:CATCH_UP_TOPICS])
     papers = list(best)
     while True:
-        text = _catch_up_text(total, shown, len(counts) - len(shown), papers, period)
+        text = _catch_up_text(total, shown, len(counts) - len(shown), papers, period, ranked)
         if tg_len(text) <= MAX_MESSAGE:
             break
         if len(papers) > 1:
@@ -281,6 +330,7 @@ def _catch_up_text(
     hidden: int,
     papers: Sequence[Alert],
     period: str | None = None,
+    ranked: bool = False,
 ) -> str:
     if period:
         head = f"📬 <b>Your {esc(period)} digest: {plural(total, 'new paper')}</b>"
@@ -295,8 +345,9 @@ def _catch_up_text(
     if hidden:
         lines.append(f"• and {plural(hidden, 'more topic')} (/list)")
     if papers:
-        lines += ["", f"<b>Best {len(papers)}</b> — on most of your topics, newest first:"]
-        lines += [digest_line(a) for a in papers]
+        order = "in your order" if ranked else "on most of your topics, newest first"
+        lines += ["", f"<b>Best {len(papers)}</b> — {order}:"]
+        lines += [digest_line(a, n) for n, a in enumerate(papers, start=1)]
     if shown:
         lines += ["", "Tap a topic for its latest papers."]
     return "\n".join(lines)
@@ -328,7 +379,16 @@ def paper_list(
     papers: Sequence[StoredPaper], *, header: str, tags: dict[int, list[Topic]] | None = None
 ) -> list[str]:
     """A header and numbered compact paper entries (for /latest and /search)."""
-    blocks = [header]
+    return [text for text, _ in paper_list_keyed(papers, header=header, tags=tags)]
+
+
+def paper_list_keyed(
+    papers: Sequence[StoredPaper], *, header: str, tags: dict[int, list[Topic]] | None = None
+) -> list[tuple[str, list[int]]]:
+    """``paper_list``, each message with the ids of the papers it lists (for their buttons)."""
+    if not papers:
+        return [(header, [])]
+    blocks: list[tuple[str, int | None]] = [(header, None)]
     for n, p in enumerate(papers, start=1):
         line = (
             f'{n}. <a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>\n'
@@ -338,8 +398,8 @@ def paper_list(
             line += f"\n{quote}"
         if tags and tags.get(p.id):
             line += f"\n   {topic_tags(tags[p.id])}"
-        blocks.append(line)
-    return pack(blocks, separator="\n")
+        blocks.append((line, p.id))
+    return pack_keyed(blocks, separator="\n")
 
 
 def _cite(match: re.Match[str], answer: Answer) -> str:

@@ -10,13 +10,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from topicpulse import offload
-from topicpulse.delivery import formatting
+from topicpulse.delivery import buttons, formatting, tastes
+from topicpulse.delivery.protocol import Buttons
 from topicpulse.insight import momentum
+from topicpulse.insight import taste as taste_model
 from topicpulse.insight.charts import render_chart
 from topicpulse.models import OutboxItem
 from topicpulse.store import Store
 
 CATCH_UP_BEST = 5  # papers a catch-up shows
+CATCH_UP_CANDIDATES = 50  # … chosen by a chat's taste among this many on most of its topics
 
 
 @dataclass(slots=True)
@@ -29,7 +32,7 @@ class Outgoing:
     photo: bytes | None = None
     preview: bool = False
     folded: bool = False  # a backlog folded into one catch-up (backpressure)
-    buttons: list[tuple[str, str]] | None = None  # inline buttons: (label, callback data)
+    buttons: Buttons | None = None  # inline buttons: (label, callback data), a row each
     thread_id: int | None = None  # the forum topic it goes to (None: General / no topics)
     chart: int | None = None  # the spike episode whose chart ``photo`` is (uploaded once)
 
@@ -71,6 +74,13 @@ async def paper_messages(
     if not by_paper:
         return []
     papers = await store.papers_by_ids(list(by_paper))
+    rated = not digest_period and await store.taste(chat_id) is not None  # (one read)
+    if rated and (held := await tastes.to_hold_back(store, chat_id, papers)):
+        # never dropped: into the quiet list, the outbox rows settled with it
+        await store.hold_back_papers(chat_id, [(by_paper[p], p, s) for p, s in held.items()])
+        papers = [p for p in papers if p.id not in held]
+        if not papers:
+            return []
     ids = [p.id for p in papers]
     tags = await store.chat_topics_for_papers(chat_id, ids)
     catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
@@ -80,26 +90,34 @@ async def paper_messages(
     for alert in alerts:
         thread = threads.get(alert.topics[0].id) if alert.topics else None
         by_thread.setdefault(thread, []).append(alert)
+    scores = (await tastes.reader_order(store, chat_id, papers))[1] if digest_period else None
     packed: list[tuple[int | None, str, list[int]]] = []
     for thread, group in by_thread.items():
         if digest_period:
-            texts = formatting.pack_digest(group, period=digest_period)
+            texts = formatting.pack_digest(group, period=digest_period, scores=scores)
         else:
             texts = formatting.pack_alerts(group)
         packed += [(thread, text, paper_ids) for text, paper_ids in texts]
     if fold_after is not None and len(packed) > fold_after:
         catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
         return [catch_up] if catch_up else []
-    return [
+    rows = buttons.rating_rows([(t, ids) for _, t, ids in packed], numbered=len(alerts) > 1)
+    messages = [
         Outgoing(
             chat_id,
             [by_paper[pid] for pid in paper_ids],
             text,
             preview=len(paper_ids) == 1,
+            buttons=list(mine),
             thread_id=thread,
         )
-        for thread, text, paper_ids in packed
+        for (thread, text, paper_ids), mine in zip(packed, rows, strict=True)
     ]
+    if rated and (waiting := len(await store.waiting_held_back(chat_id))):
+        last = messages[-1]
+        last.html += f"\n\n{buttons.held_back_line(waiting)}"
+        last.buttons = [*(last.buttons or []), buttons.SHOW_HELD]
+    return messages
 
 
 async def catch_up_message(
@@ -117,16 +135,25 @@ async def catch_up_message(
         return None
     through = row_ids[-1]
     counts = await store.backlog_topic_counts(chat_id, through=through)
-    best_ids = await store.backlog_best_papers(chat_id, through=through, limit=CATCH_UP_BEST)
+    taste, _ = await taste_model.load(store, chat_id)
+    limit = CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST  # the taste picks among more
+    best_ids = await store.backlog_best_papers(chat_id, through=through, limit=limit)
     found = {p.id: p for p in await store.papers_by_ids(best_ids)}
-    tags = await store.chat_topics_for_papers(chat_id, best_ids)
-    best = [formatting.Alert(found[pid], tags.get(pid, [])) for pid in best_ids if pid in found]
-    text, buttons = formatting.catch_up(
-        total=len(row_ids), counts=counts, best=best, period=digest_period
+    candidates = [found[pid] for pid in best_ids if pid in found]
+    if taste:
+        candidates = [p for p, _ in await taste_model.scored(store, taste, candidates)]
+    candidates = candidates[:CATCH_UP_BEST]
+    tags = await store.chat_topics_for_papers(chat_id, [p.id for p in candidates])
+    best = [formatting.Alert(p, tags.get(p.id, [])) for p in candidates]
+    text, topic_buttons = formatting.catch_up(
+        total=len(row_ids), counts=counts, best=best, period=digest_period, ranked=bool(taste)
     )
+    shown = [a.paper.id for n, a in enumerate(best, 1) if f'{n}. <a href="{a.paper.url}' in text]
+    rows: Buttons = [buttons.rating_row(pid, number=n) for n, pid in enumerate(shown, 1)]
+    rows += topic_buttons
     # in a forum: to the topic of the chat's topic with the most papers
     thread = (await store.subscription_threads(chat_id)).get(counts[0][0].id) if counts else None
-    return Outgoing(chat_id, row_ids, text, folded=True, buttons=buttons or None, thread_id=thread)
+    return Outgoing(chat_id, row_ids, text, folded=True, buttons=rows or None, thread_id=thread)
 
 
 async def spike_message(store: Store, chat_id: int, item: OutboxItem) -> Outgoing | None:

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+# Inline buttons: each item a row — one (label, callback data) button, or a list side by side.
+Buttons = list[tuple[str, str] | list[tuple[str, str]]]
+
 
 class DeliveryError(Exception):
     """Base of what a sender can report."""
@@ -88,9 +91,9 @@ class ThreadGone(DeliveryError):
 
 class Sender(Protocol):
     """Sends one message; raises one of the errors above when it cannot. ``buttons`` are
-    inline buttons, one per row: (label, callback data); ``thread_id`` is the forum topic to
-    post in (None: General, or a chat without topics). The engine passes them only to the
-    messages that have some, so senders that predate them keep working.
+    inline buttons (``Buttons``: a row each); ``thread_id`` is the forum topic to post in
+    (None: General, or a chat without topics). The engine passes them only to the messages
+    that have some, so senders that predate them keep working.
 
     ``send_photo`` takes the image's bytes (an upload) or the id Telegram gave an earlier
     upload of it, and returns that id when it has one (None otherwise): the engine uploads a
@@ -102,7 +105,7 @@ class Sender(Protocol):
         html: str,
         *,
         preview: bool = False,
-        buttons: list[tuple[str, str]] | None = None,
+        buttons: Buttons | None = None,
         thread_id: int | None = None,
     ) -> None: ...
 

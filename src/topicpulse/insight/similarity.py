@@ -20,6 +20,7 @@ import asyncio
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from topicpulse.models import StoredPaper
 from topicpulse.store import Store
@@ -76,7 +77,16 @@ def similarity_query(paper: StoredPaper) -> str | None:
 Vector = dict[str, float]
 
 
-def paper_stems(papers: Sequence[StoredPaper]) -> list[Counter[str]]:
+class HasText(Protocol):
+    """A paper, or anything with a paper's text (an imported reference)."""
+
+    @property
+    def title(self) -> str: ...
+    @property
+    def abstract(self) -> str: ...
+
+
+def paper_stems(papers: Sequence[HasText]) -> list[Counter[str]]:
     """Each paper's content words as index stems, counted, title words twice (blocking)."""
     texts = []
     for p in papers:

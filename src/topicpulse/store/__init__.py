@@ -6,7 +6,8 @@
 - ``topics``: topics and their matches;
 - ``counts``: momentum counts, topic and query papers, spike episodes;
 - ``chats``: chats and subscriptions;
-- ``outbox``: pending deliveries.
+- ``outbox``: pending deliveries;
+- ``ratings``: each chat's 👍 / 👎, its taste, the papers its alerts held back.
 
 All SQL outside ``migrations/`` lives here; rows are read by column name (``rows``). Rules
 (which papers are too old to alert, how long to keep delivered rows) belong to the modules that
@@ -32,17 +33,21 @@ from topicpulse.store.database import (
 from topicpulse.store.intake import IntakeQueries, IntakeState, IntakeUpdate
 from topicpulse.store.outbox import OutboxQueries
 from topicpulse.store.papers import BatchRow, PaperQueries, read_batch
+from topicpulse.store.ratings import Imported, Rating, RatingQueries, TasteRow
 from topicpulse.store.topics import TopicQueries
 
 __all__ = [
     "CHAT_SETTINGS",
     "BatchRow",
+    "Imported",
     "IntakeState",
     "IntakeUpdate",
     "Migration",
     "MigrationError",
+    "Rating",
     "Store",
     "SubscriptionsFull",
+    "TasteRow",
     "interactive",
     "load_migrations",
     "migrations_dir",
@@ -53,7 +58,15 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Store(PaperQueries, IntakeQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries):
+class Store(
+    PaperQueries,
+    IntakeQueries,
+    TopicQueries,
+    CountQueries,
+    ChatQueries,
+    OutboxQueries,
+    RatingQueries,
+):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""
 
     @classmethod

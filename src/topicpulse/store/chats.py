@@ -172,6 +172,11 @@ class ChatQueries(Database):
                     "UPDATE OR IGNORE outbox SET chat_id = ? WHERE chat_id = ?",
                     (new_chat_id, old_chat_id),
                 )
+                for table in ("ratings", "tastes", "held_back"):  # the taste moves too
+                    await conn.execute(
+                        f"UPDATE OR IGNORE {table} SET chat_id = ? WHERE chat_id = ?",
+                        (new_chat_id, old_chat_id),
+                    )
                 await conn.execute("DELETE FROM chats WHERE chat_id = ?", (old_chat_id,))
             else:  # ON UPDATE CASCADE carries subscriptions and outbox along
                 await conn.execute(

@@ -1,0 +1,241 @@
+"""The reader's taste: 👍 / 👎 under every paper (a second tap undoes), /taste (what was
+learned, importing liked papers by id or as a BibTeX/RIS file, holding back on or off), the
+quiet list of held-back papers, and "why?".
+
+In a group every member's 👍 / 👎 counts for the group's taste (the last tap on a paper wins):
+rating changes nothing but the order and the quiet list. Importing and turning holding back
+on or off change the group's settings, so they are for its administrators.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from telegram import CallbackQuery, Message, Update
+from telegram.constants import ChatType
+from telegram.error import BadRequest
+from telegram.ext import ContextTypes
+
+from topicpulse.bot import callbacks, views
+from topicpulse.bot.common import (
+    NOT_ADMIN,
+    BotContext,
+    arg_text,
+    chat_id_of,
+    command,
+    is_admin,
+    markup,
+    reply,
+    services,
+)
+from topicpulse.bot.views import Keyboard
+from topicpulse.delivery import formatting, tastes
+from topicpulse.delivery.chats import UserError
+from topicpulse.models import StoredPaper
+from topicpulse.sources import references
+
+HELD_SHOWN = 20  # held-back papers "show" lists at once
+
+
+# ---------------------------------------------------------------------------------- 👍 / 👎
+async def rate_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.Rate
+) -> None:
+    """👍 / 👎: stored at once and acknowledged; the message's buttons show the rating; the
+    taste is retrained afterwards, in the worker process."""
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None and update.effective_user is not None
+    found = await tp.store.papers_by_ids([button.paper_id])
+    if not found:
+        await query.answer(callbacks.EXPIRED)
+        return
+    chat_id = chat_id_of(update)
+    value = await tp.store.toggle_rating(
+        chat_id, found[0], button.value, rated_by=update.effective_user.id
+    )
+    await query.answer(views.rated(value))
+    tp.on_rated(chat_id)
+    await _show_ratings(tp, query, chat_id)
+
+
+async def _show_ratings(tp: BotContext, query: CallbackQuery, chat_id: int) -> None:
+    """Tick the chat's ratings on the message's 👍 / 👎 (only the keyboard changes)."""
+    message = query.message
+    if not isinstance(message, Message):
+        return
+    key = (message.chat.id, message.message_id)
+    text, keyboard = tp.last_edit.get(key) or (
+        message.text or message.caption or "",
+        _shown(message),
+    )
+    ids = [
+        b.paper_id
+        for row in keyboard
+        for _, data in row
+        if isinstance(b := callbacks.decode(data), callbacks.Rate)
+    ]
+    wanted = views.relabel(keyboard, await tp.store.ratings_for(chat_id, ids))
+    if wanted == keyboard:
+        return
+    try:
+        await query.edit_message_reply_markup(reply_markup=markup(wanted))
+    except BadRequest as exc:
+        if "not modified" not in exc.message.lower():
+            raise
+    tp.remember_edit(key, (text, wanted))
+
+
+def _shown(message: Message) -> Keyboard:
+    rows = message.reply_markup.inline_keyboard if message.reply_markup else ()
+    return [[(b.text, b.callback_data or b.url or "") for b in row] for row in rows]  # type: ignore[misc]
+
+
+async def list_keyboard(
+    tp: BotContext, chat_id: int, papers: Sequence[StoredPaper], ids: Sequence[int]
+) -> Keyboard:
+    """The 👍 / 👎 rows of a numbered list's message that holds the papers ``ids``."""
+    numbers = {p.id: n for n, p in enumerate(papers, start=1)}
+    return views.rating_rows(ids, await tp.store.ratings_for(chat_id, ids), numbers)
+
+
+async def reply_papers(
+    update: Update,
+    context: ContextTypes.DEFAULT_TYPE,
+    papers: Sequence[StoredPaper],
+    header: str,
+    last: Keyboard | None = None,
+    *,
+    why: bool = False,
+) -> None:
+    """A numbered paper list (/latest, /search, /similar), each message with a 👍 / 👎 row per
+    paper it lists (and a "why?" with ``why``); ``last``: more buttons under the last one."""
+    tp = services(context)
+    chat_id = chat_id_of(update)
+    tags = await tp.store.paper_topics([p.id for p in papers], kind="catalogue")
+    messages = formatting.paper_list_keyed(papers, header=header, tags=tags)
+    numbers = {p.id: n for n, p in enumerate(papers, start=1)}
+    for n, (text, ids) in enumerate(messages, start=1):
+        keyboard = await list_keyboard(tp, chat_id, papers, ids)
+        if why:
+            keyboard = [
+                [*row, (f"why? {numbers[pid]}", callbacks.encode(callbacks.Why(pid)))]
+                for row, pid in zip(keyboard, ids, strict=True)
+            ]
+        await reply(update, text, keyboard + ((last or []) if n == len(messages) else []))
+
+
+# ---------------------------------------------------------------------------------- /taste
+@command()
+async def taste_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/taste [on | off | arXiv ids or links] — what the bot learned from this chat's ratings;
+    holding back on or off; papers to count as liked."""
+    tp = services(context)
+    chat_id = chat_id_of(update)
+    text = arg_text(context)
+    if not text:
+        await reply(update, views.taste_summary(await tastes.summary(tp.store, chat_id)))
+        return
+    if not await is_admin(update, context):
+        await reply(update, NOT_ADMIN)
+        return
+    word = text.casefold()
+    if word in ("on", "off"):
+        await tp.store.set_hold_back(chat_id, word == "on")
+        await reply(
+            update,
+            "Holding back is on: once your taste knows enough, unlikely papers wait in a quiet "
+            "list."
+            if word == "on"
+            else "Holding back is off: every alert arrives as before.",
+        )
+        return
+    result = await tastes.import_ids(tp.store, chat_id, text)
+    tp.on_rated(chat_id)
+    await reply(update, views.imported(result))
+
+
+def is_import(update: Update) -> bool:
+    """A document for /taste: captioned /taste, or a .bib/.ris file sent in a private chat."""
+    message, chat = update.effective_message, update.effective_chat
+    if message is None or message.document is None or chat is None:
+        return False
+    caption = (message.caption or "").split()
+    if caption and caption[0].partition("@")[0].casefold() == "/taste":
+        return True
+    name = (message.document.file_name or "").casefold()
+    return chat.type == ChatType.PRIVATE and name.endswith((".bib", ".ris", ".bibtex"))
+
+
+@command()
+async def import_document(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """A BibTeX or RIS export sent as a file: its papers become likes, all or nothing."""
+    tp = services(context)
+    message = update.effective_message
+    assert message is not None and message.document is not None
+    if not await is_admin(update, context):
+        await reply(update, NOT_ADMIN)
+        return
+    document = message.document
+    if document.file_size and document.file_size > references.MAX_BYTES:
+        raise UserError(
+            f"That file is {document.file_size // 1000:,} kB; I read exports up to "
+            f"{references.MAX_BYTES // 1000:,} kB — export a collection instead."
+        )
+    data = bytes(await (await document.get_file()).download_as_bytearray())
+    chat_id = chat_id_of(update)
+    result = await tastes.import_file(tp.store, chat_id, data, document.file_name or "")
+    tp.on_rated(chat_id)
+    await reply(update, views.imported(result))
+
+
+# ---------------------------------------------------------------------------------- quiet list
+async def show_held_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.ShowHeld
+) -> None:
+    """ "show" under "N held back": the quiet list, best first, each with 👍 / 👎 and why?."""
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None
+    chat_id = chat_id_of(update)
+    waiting = await tp.store.waiting_held_back(chat_id)
+    if not waiting:
+        await query.answer("Nothing is held back now.")
+        return
+    await query.answer()
+    papers = await tp.store.papers_by_ids(waiting[:HELD_SHOWN])
+    order = {pid: n for n, pid in enumerate(waiting)}
+    papers.sort(key=lambda p: order[p.id])
+    more = len(waiting) - len(papers)
+    header = f"🔕 <b>Held back as probably not for you</b>{f' ({more} more)' if more else ''}:"
+    await reply_papers(update, context, papers, header, why=True)
+    await tp.store.mark_held_shown(chat_id, [p.id for p in papers])
+
+
+@command()
+async def for_you_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/foryou — the last 7 days' papers your taste rates highest that your topics missed."""
+    tp = services(context)
+    found = await tastes.for_you(tp.store, chat_id_of(update), tp.clock())
+    if found is None:
+        await reply(update, "No taste yet: rate a few papers with 👍 / 👎, or see /taste.")
+    elif not found:
+        await reply(update, "Nothing new outside your topics in the last 7 days.")
+    else:
+        header = "✨ <b>For you</b> — outside your topics, the last 7 days, best first:"
+        await reply_papers(update, context, [p for p, _ in found], header, why=True)
+
+
+async def why_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.Why
+) -> None:
+    """ "why?": one line — the score, the ratings most like the paper, the words that weighed."""
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None
+    found = await tp.store.papers_by_ids([button.paper_id])
+    if not found:
+        await query.answer(callbacks.EXPIRED)
+        return
+    line = await tastes.why(tp.store, chat_id_of(update), found[0])
+    await query.answer(formatting.shorten(line, 200), show_alert=True)
