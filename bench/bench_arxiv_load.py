@@ -2,9 +2,9 @@
 10,000 chats. topicpulse polls arXiv by category and matches topics locally, so the number of
 requests must not depend on how many topics or chats there are.
 
-Runs the real Application (build_application + running) against the fake arXiv API
-(tests/fake_arxiv.py, 2,500 papers in the polling window, pages of 1,000) and the fake Bot API,
-and runs three poll rounds in each set-up.
+Runs the real Application (build_application + running) against the fake arXiv
+(tests/fake_arxiv.py, 2,500 papers of the last days on its OAI-PMH endpoint, pages of 2,000)
+and the fake Bot API, and runs three poll rounds in each set-up.
 
     .venv/bin/python bench/bench_arxiv_load.py            # ~1 min
     .venv/bin/python bench/bench_arxiv_load.py --topics 2000
@@ -113,7 +113,7 @@ async def main(args: argparse.Namespace) -> int:
     label = f"{args.topics} topics, {args.chats} chats"
     many = await measure(label, large, args.topics, args.rounds)
     print("\n=== bench_arxiv_load: arXiv requests per poll ===")
-    print(f"papers in the polling window   {PAPERS} (pages of 1000)")
+    print(f"papers in the polling window   {PAPERS} (OAI-PMH pages of 2,000)")
     print(f"{'1 topic, 1 chat':<31}{one}")
     print(f"{label:<31}{many}")
     equal = one == many

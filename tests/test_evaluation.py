@@ -3,9 +3,9 @@ precision and recall of every evaluated catalogue topic, kept from falling when 
 
 The estimator is checked by hand on a small made-up sample (runs anywhere); the labels and the
 figures need the real listings (``../shared``) and are skipped without them. The floors are the
-held-out (``test`` split) figures README reports, rounded down: a query edit that lowers one
-fails here, and the edit must be measured on the tuning split and argued for before the floor
-moves (see evaluation/README.md).
+held-out (``test`` split) figures docs/topic-quality.md reports, rounded down: a query edit
+that lowers one fails here, and the edit must be measured on the tuning split and argued for
+before the floor moves (see evaluation/README.md).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Configuration: every setting comes from the environment or an optional ``.env`` file.
 
-The variable names are part of the product's interface and are documented in README.md.
+The variable names are part of the product's interface and are documented in docs/configuration.md.
 Validation happens once at start; a bad value raises ``ConfigError`` with one readable line.
 """
 
@@ -117,7 +117,7 @@ class Settings(BaseSettings):
     arxiv_delay_seconds: float = Field(default=3.0, ge=0, alias="TOPICPULSE_ARXIV_DELAY_SECONDS")
     backfill_weeks: int = Field(default=12, ge=0, le=520, alias="TOPICPULSE_BACKFILL_WEEKS")
     admin_ids: Annotated[list[int], NoDecode] = Field(default=[], alias="TOPICPULSE_ADMIN_IDS")
-    # Less common knobs (documented in README, "advanced").
+    # Less common knobs (docs/configuration.md).
     overlap_days: float = Field(default=7, gt=0, le=60, alias="TOPICPULSE_OVERLAP_DAYS")
     arxiv_timeout_seconds: float = Field(default=60, gt=0, alias="TOPICPULSE_ARXIV_TIMEOUT_SECONDS")
     arxiv_retries: int = Field(default=4, ge=0, le=20, alias="TOPICPULSE_ARXIV_RETRIES")
@@ -127,7 +127,7 @@ class Settings(BaseSettings):
     spike_sigma: float = Field(default=3, gt=0, alias="TOPICPULSE_SPIKE_SIGMA")
     spike_min_week_papers: int = Field(default=5, ge=1, alias="TOPICPULSE_SPIKE_MIN_WEEK_PAPERS")
 
-    # The web pages (topicpulse serve; and beside the bot, see README "Deploy").
+    # The web pages (topicpulse serve; and beside the bot, see docs/deploy.md).
     web_host: str = Field(default="0.0.0.0", alias="TOPICPULSE_WEB_HOST")
     # unset: `run` opens no port (a polling bot needs none) and `serve` uses 8080
     web_port: int | None = Field(

@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="topicpulse",
         description="Follow research topics on arXiv from Telegram. Settings come from the "
-        "environment or .env (see README).",
+        "environment or .env (see docs/configuration.md).",
     )
     parser.add_argument("--version", action="version", version=f"topicpulse {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

@@ -25,7 +25,7 @@ YIELD_EVERY = 50  # topics computed or checked between two chances for replies t
 
 @dataclass(frozen=True, slots=True)
 class SpikeThresholds:
-    """When a topic spikes (defaults documented in README)."""
+    """When a topic spikes (defaults documented in docs/configuration.md)."""
 
     min_last_4w: int = 10  # rule 1: at least this many papers in the last 4 weeks …
     min_change_pct: float = 50.0  # … and at least this much up on the 4 weeks before
