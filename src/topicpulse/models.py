@@ -162,6 +162,7 @@ class Chat:
     timezone: str
     spikes: bool
     next_digest_at: str | None
+    digest_through: int = 0  # the newest fanned-out paper its digests covered (digest modes)
 
     @property
     def is_group(self) -> bool:

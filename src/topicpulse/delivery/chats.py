@@ -32,6 +32,7 @@ from topicpulse.topics.catalogue import (
     resolve_topic,
     topic_for,
 )
+from topicpulse.topics.matching import ALERT_MAX_AGE
 
 MAX_FOLLOWS = 50
 _FULL = (
@@ -287,6 +288,15 @@ def parse_timezone(text: str) -> str:
     return found
 
 
+DIGEST_PERIODS = {"daily": timedelta(days=1), "weekly": timedelta(days=7)}
+
+
+def published_since(mode: str, now: datetime) -> str:
+    """The age rule of alerts (``matching.ALERT_MAX_AGE``) for a digest due at ``now``, as of
+    its period's first round: papers first published before this are history, not news."""
+    return iso(now - ALERT_MAX_AGE - DIGEST_PERIODS.get(mode, DIGEST_PERIODS["weekly"]))
+
+
 def next_digest_at(chat: Chat, now: datetime) -> datetime | None:
     """When the chat's next digest is due (UTC), strictly after ``now``; None for instant."""
     if chat.mode == "instant":
@@ -357,7 +367,10 @@ async def _save_schedule(
     if chat is None:
         chat = await store.ensure_chat(chat_id)
     updated = dataclasses.replace(chat, **settings)  # type: ignore[arg-type]
-    due = next_digest_at(updated, now or utcnow())
+    now = now or utcnow()
+    if chat.mode != "instant" and updated.mode == "instant":  # its digest so far: as alerts
+        await store.materialise_digest(chat_id, published_since=published_since(chat.mode, now))
+    due = next_digest_at(updated, now)
     await store.update_chat(chat_id, **settings, next_digest_at=iso(due) if due else None)
     result = await store.chat(chat_id)
     assert result is not None

@@ -8,6 +8,7 @@ import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from topicpulse import offload
 from topicpulse.delivery import formatting
@@ -15,6 +16,9 @@ from topicpulse.insight import momentum
 from topicpulse.insight.charts import render_chart
 from topicpulse.models import OutboxItem
 from topicpulse.store import Store
+
+if TYPE_CHECKING:
+    from topicpulse.delivery.digests import Settles
 
 CATCH_UP_BEST = 5  # papers a catch-up shows
 
@@ -30,6 +34,7 @@ class Outgoing:
     preview: bool = False
     folded: bool = False  # a backlog folded into one catch-up (backpressure)
     buttons: list[tuple[str, str]] | None = None  # inline buttons: (label, callback data)
+    digest: Settles | None = None  # a digest's message: what it settles besides its rows
 
 
 _TAG = re.compile(r"<[^>]+>")

@@ -4,6 +4,7 @@ and giving up. The base of ``Delivery``, which decides what to send when."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -199,11 +200,28 @@ class Courier:
                 return await self._failed(message, exc)
             else:
                 break
-        await self.store.mark_sent(message.outbox_ids)
+        await self._settle(message)
         self.stats.sent_messages += 1
         self.stats.settled_rows += len(message.outbox_ids)
         await self._succeeded(message.chat_id)
         return Outcome.SENT
+
+    async def _settle(self, message: Outgoing) -> None:
+        """Telegram accepted the message: record what it delivered."""
+        part = message.digest
+        if part is None:
+            await self.store.mark_sent(message.outbox_ids)
+            return
+        chat = part.chat
+        if chat.chat_id != message.chat_id:  # it moved on the way (group → supergroup)
+            chat = dataclasses.replace(chat, chat_id=message.chat_id)
+        await self.store.settle_digest(
+            chat,
+            outbox_ids=message.outbox_ids,
+            paper_ids=part.paper_ids,
+            through=part.through,
+            next_digest_at=part.next_at,
+        )
 
     async def _attempt(self, message: Outgoing) -> None:
         if message.photo is not None:

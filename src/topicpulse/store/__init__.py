@@ -5,7 +5,8 @@
 - ``topics``: topics and their matches;
 - ``counts``: momentum counts, topic and query papers, spike episodes;
 - ``chats``: chats and subscriptions;
-- ``outbox``: pending deliveries.
+- ``outbox``: pending deliveries;
+- ``digests``: digests assembled from the matches since each chat's watermark.
 
 All SQL outside ``migrations/`` lives here; rows are read by column name (``rows``). Rules
 (which papers are too old to alert, how long to keep delivered rows) belong to the modules that
@@ -28,6 +29,7 @@ from topicpulse.store.database import (
     load_migrations,
     migrations_dir,
 )
+from topicpulse.store.digests import DigestQueries
 from topicpulse.store.outbox import OutboxQueries
 from topicpulse.store.papers import BackfillWindow, BatchRow, PaperQueries, read_batch
 from topicpulse.store.topics import TopicQueries
@@ -50,7 +52,7 @@ __all__ = [
 T = TypeVar("T")
 
 
-class Store(PaperQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries):
+class Store(PaperQueries, TopicQueries, CountQueries, ChatQueries, OutboxQueries, DigestQueries):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""
 
     @classmethod
