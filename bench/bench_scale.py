@@ -271,6 +271,8 @@ class Simulation:
         self.setup_seconds = 0.0
         self.last_bulk = -math.inf
         self.late_examples: list[Any] = []
+        self.seen_429 = 0
+        self.reply_log: dict[int, list[float]] = defaultdict(list)  # probe chat → reply times
 
     # ------------------------------------------------------------------ set-up
     async def setup(self, db: Path) -> None:
@@ -390,9 +392,8 @@ class Simulation:
         update = Update.de_json(raw, self.app.bot)
         began = self.loop.time()
         await self.app.process_update(update)
-        replies = [
-            m.time for m in self.fake.messages_to(chat_id) if is_reply(m) and m.time >= began
-        ]
+        times = [m.time for m in self.fake.messages_to(chat_id)] + self.reply_log[chat_id]
+        replies = [t for t in times if t >= began]
         if replies:
             self.probes.append((began, min(replies) - began, command.split()[0], busy))
 
@@ -405,12 +406,15 @@ class Simulation:
         hour, cpu = 0, time.process_time()
         while self.loop.time() < end:
             boundary = self.clock.at(START + timedelta(hours=hour + 1))
-            while self.loop.time() < boundary:  # (reading the log every minute keeps it short)
-                await asyncio.sleep(min(60.0, boundary - self.loop.time()))
-                self._note_bulk()
-            measuring = time.process_time()
             record = Hour(hour)
-            self._read_log(record)
+            while self.loop.time() < boundary:  # the log read every minute stays short
+                await asyncio.sleep(min(60.0, boundary - self.loop.time()))
+                measuring = time.process_time()
+                self._note_bulk()
+                self._read_log(record)
+                self.measure_cpu += time.process_time() - measuring
+            measuring = time.process_time()
+            record.ceiling_used = (record.messages + record.replies) / (CEILING * 3600)
             counts = await self.store.outbox_counts()
             record.outbox_pending = counts.get("pending", 0)
             record.outbox_rows = sum(counts.values())
@@ -431,11 +435,14 @@ class Simulation:
 
     def _read_log(self, record: Hour) -> None:
         ledger, fake = self.ledger, self.fake
-        seen_429 = sum(h.http_429 for h in self.hours)
-        record.http_429 = fake.stats["by_error_code"].get(429, 0) - seen_429
+        floods = fake.stats["by_error_code"].get(429, 0)
+        record.http_429 += floods - self.seen_429
+        self.seen_429 = floods
         for message in fake.sent:
             if is_reply(message):
                 record.replies += 1
+                log = self.reply_log[message.chat_id]
+                self.reply_log[message.chat_id] = [*log[-4:], message.time]
                 continue
             text = message.text or ""
             head = text.split("\n", 1)[0]
@@ -472,7 +479,6 @@ class Simulation:
                 ledger.sends.append((due, message.time, KIND_INSTANT))
                 record.instant_max_delay_s = max(record.instant_max_delay_s, message.time - due)
             self.last_bulk = max(self.last_bulk, message.time)
-        record.ceiling_used = (record.messages + record.replies) / (CEILING * 3600)
         fake.forget_history()
 
     def _match_due(self, chat_id: int, sent: float) -> float:

@@ -15,12 +15,11 @@ from datetime import datetime
 
 from topicpulse.delivery import formatting
 from topicpulse.delivery.chats import next_digest_at, published_since
-from topicpulse.delivery.messages import CATCH_UP_BEST, Outgoing
+from topicpulse.delivery.messages import CATCH_UP_BEST, FOLD_PROBE, Outgoing
 from topicpulse.models import Chat, StoredPaper, Topic, iso
 from topicpulse.store import Store
 
 DIGEST_MESSAGES = 2  # a longer digest is one message: counts, the best papers, /latest buttons
-PROBE = 40  # papers packed to learn whether a digest fits in DIGEST_MESSAGES messages
 
 
 @dataclass(slots=True)
@@ -90,10 +89,10 @@ async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
     if not digest.papers:
         return digest
     period = chat.mode
-    probe = digest.papers[:PROBE]
+    probe = digest.papers[:FOLD_PROBE]
     alerts = await _alerts(store, probe)
     packed = formatting.pack_digest(alerts, period=period)
-    if len(packed) <= DIGEST_MESSAGES and len(digest.papers) > PROBE:
+    if len(packed) <= DIGEST_MESSAGES and len(digest.papers) > FOLD_PROBE:
         alerts = await _alerts(store, digest.papers)  # (packing more never takes fewer)
         packed = formatting.pack_digest(alerts, period=period)
     if len(packed) > DIGEST_MESSAGES:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from topicpulse.delivery.digests import Settles
 
 CATCH_UP_BEST = 5  # papers a catch-up shows
+FOLD_PROBE = 40  # papers of a backlog packed first, to learn whether it must fold
 
 
 @dataclass(slots=True)
@@ -70,15 +71,14 @@ async def paper_messages(
     by_paper = {i.paper_id: i.id for i in items if i.kind == "paper" and i.paper_id is not None}
     if not by_paper:
         return []
-    papers = await store.papers_by_ids(list(by_paper))
-    ids = [p.id for p in papers]
-    tags = await store.chat_topics_for_papers(chat_id, ids)
-    catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
-    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
-    if digest_period:
-        packed = formatting.pack_digest(alerts, period=digest_period)
-    else:
-        packed = formatting.pack_alerts(alerts)
+    if fold_after is not None and len(by_paper) > FOLD_PROBE:
+        # a big backlog: whether its first few already need more than fold_after messages
+        # (packing more never takes fewer), before reading every paper of it (issue 25)
+        probe = await _packed(store, chat_id, list(by_paper)[:FOLD_PROBE], digest_period)
+        if len(probe) > fold_after:
+            catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
+            return [catch_up] if catch_up else []
+    packed = await _packed(store, chat_id, list(by_paper), digest_period)
     if fold_after is not None and len(packed) > fold_after:
         catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
         return [catch_up] if catch_up else []
@@ -86,6 +86,19 @@ async def paper_messages(
         Outgoing(chat_id, [by_paper[pid] for pid in paper_ids], text, preview=len(paper_ids) == 1)
         for text, paper_ids in packed
     ]
+
+
+async def _packed(
+    store: Store, chat_id: int, paper_ids: list[int], digest_period: str | None
+) -> list[tuple[str, list[int]]]:
+    papers = await store.papers_by_ids(paper_ids)
+    ids = [p.id for p in papers]
+    tags = await store.chat_topics_for_papers(chat_id, ids)
+    catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
+    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
+    if digest_period:
+        return formatting.pack_digest(alerts, period=digest_period)
+    return formatting.pack_alerts(alerts)
 
 
 async def catch_up_message(
