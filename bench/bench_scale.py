@@ -321,12 +321,12 @@ class Simulation:
             store, TelegramSender(self.app.bot), clock=self.clock, monotonic=self.loop.time
         )
         self.wake = asyncio.Event()
-        await self._read_schedules()
         self.topic_names = [e.name for e in catalogue.load_catalogue()]
         self.bytes_start = await store.used_bytes()
         self.setup_seconds = time.monotonic() - began
         self.prepared = prepared
         self.clock.rebind(SETUP_NOW + timedelta(minutes=1))  # the week starts 29 min later
+        await self._read_schedules()  # (on the clock as rebound)
 
     async def _read_schedules(self) -> None:
         """Each digest chat's due times in the week, from its row (as the commands set it)."""
