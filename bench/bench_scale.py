@@ -571,6 +571,7 @@ class Simulation:
             record.burst_ceiling_used = float(np.mean(shares)) if shares else 0.0
         peak_hour = max(self.hours, key=lambda h: h.digests) if self.hours else Hour(0)
         idle = [lat for _, lat, _, busy in self.probes if not busy]
+        busy = [lat for _, lat, _, during in self.probes if during]
         t_peak = self.clock.at(START) + 3600 * peak_hour.hour
         peak = [
             lat for began, lat, _, busy in self.probes if busy and t_peak <= began < t_peak + 3600
@@ -613,6 +614,8 @@ class Simulation:
             "reply_p95_peak_ms": round(percentile(peak, 95) * 1000, 1),
             "reply_probes_idle": len(idle),
             "reply_probes_peak": len(peak),
+            "reply_p95_busy_ms": round(percentile(busy, 95) * 1000, 1),  # any bulk burst
+            "reply_probes_busy": len(busy),
             "peak_digest_hour": peak_hour.hour,
             "cpu_per_round_s": round(max(self.round_cpu, default=0.0), 2),
             "match_seconds_per_round": round(max(self.match_seconds, default=0.0), 2),
