@@ -319,6 +319,14 @@ class _Abandoned(Exception):
     """The client of a long poll is gone; nothing to answer."""
 
 
+def _error_payload(exc: _ApiError) -> dict[str, Any]:
+    """Telegram's answer to a failed request."""
+    payload: dict[str, Any] = {"ok": False, "error_code": exc.code, "description": exc.description}
+    if exc.parameters:
+        payload["parameters"] = exc.parameters
+    return payload
+
+
 def _bad(description: str) -> _ApiError:
     return _ApiError(400, f"Bad Request: {description}")
 
@@ -631,6 +639,36 @@ class FakeTelegram:
     @property
     def base_file_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/file/bot"
+
+    # ------------------------------------------------------------------ without the socket
+
+    def call(self, method: str, params: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """One request as the server would answer it — the same methods, limits, errors and
+        records — minus HTTP: (status, Telegram's JSON answer). For simulations that run on a
+        virtual clock in one process (``bench/bench_scale.py``); ``params`` as PTB's
+        ``RequestData.json_parameters`` (JSON-encoded values). ``getUpdates`` is not served."""
+        entry = self._methods.get(method.lower())
+        name = entry[0] if entry is not None else method
+        try:
+            args = {key: _coerce_param(key, value) for key, value in params.items()}
+            if entry is None or name == "getUpdates":
+                raise _ApiError(404, "Not Found")
+            self._maybe_inject(name, args)
+            result = entry[1](args)
+        except _ApiError as exc:
+            self._record(name, params, exc.code, exc.description)
+            return exc.code, _error_payload(exc)
+        self._record(name, params, "ok")
+        return 200, {"ok": True, "result": result}
+
+    def forget_history(self) -> None:
+        """Drop the records of what was sent (``sent``, ``calls``, the stored messages) but
+        keep the counters, the limits' state and the chats: a long simulation reads its
+        records as it goes and keeps memory flat."""
+        self.sent.clear()
+        self.calls.clear()
+        self._sent_by_chat.clear()
+        self._messages.clear()
 
     # ------------------------------------------------------------------ driving the bot
 
@@ -1257,14 +1295,7 @@ class FakeTelegram:
             return self._drop(request)
         except _ApiError as exc:
             self._record(method, params, exc.code, exc.description)
-            payload: dict[str, Any] = {
-                "ok": False,
-                "error_code": exc.code,
-                "description": exc.description,
-            }
-            if exc.parameters:
-                payload["parameters"] = exc.parameters
-            return self._json_response(payload, exc.code)
+            return self._json_response(_error_payload(exc), exc.code)
         self._record(method, params, "ok")
         delay = self._slow_delay(method, params)
         if delay > 0:

@@ -165,6 +165,7 @@ class Chat:
     # When a send found the forum topic its alerts go to closed (its admins were told then);
     # None: not closed, or not a forum.
     topic_closed_at: str | None = None
+    digest_through: int = 0  # the newest fanned-out paper its digests covered (digest modes)
 
     @property
     def is_group(self) -> bool:

@@ -32,6 +32,7 @@ from topicpulse.topics.catalogue import (
     resolve_topic,
     topic_for,
 )
+from topicpulse.topics.matching import ALERT_MAX_AGE
 
 MAX_FOLLOWS = 50
 _FULL = (
@@ -311,6 +312,15 @@ def parse_timezone(text: str) -> str:
     return found
 
 
+DIGEST_PERIODS = {"daily": timedelta(days=1), "weekly": timedelta(days=7)}
+
+
+def published_since(mode: str, now: datetime) -> str:
+    """The age rule of alerts (``matching.ALERT_MAX_AGE``) for a digest due at ``now``, as of
+    its period's first round: papers announced before this are history, not news."""
+    return iso(now - ALERT_MAX_AGE - DIGEST_PERIODS.get(mode, DIGEST_PERIODS["weekly"]))
+
+
 def next_digest_at(chat: Chat, now: datetime) -> datetime | None:
     """When the chat's next digest is due (UTC), strictly after ``now``; None for instant."""
     if chat.mode == "instant":
@@ -378,7 +388,9 @@ async def _save_schedule(
     store: Store, chat_id: int, settings: dict[str, object], now: datetime | None
 ) -> Chat:
     """Apply ``settings`` and the next digest time they give, read, merged and written in one
-    store transaction (two commands at once cannot undo each other's half)."""
+    store transaction (two commands at once cannot undo each other's half). A chat turning
+    from digests to instant alerts gets what its next digest would have held as alerts; one
+    turning to digests starts its digests where the engine stands."""
     if await store.chat(chat_id) is None:  # the command registered it (keeping its real type)
         await store.ensure_chat(chat_id)
     when = now or utcnow()
@@ -387,7 +399,9 @@ async def _save_schedule(
         due = next_digest_at(chat, when)
         return iso(due) if due else None
 
-    return await store.update_schedule(chat_id, settings, next_due)
+    return await store.update_schedule(
+        chat_id, settings, next_due, alerts_since=lambda mode: published_since(mode, when)
+    )
 
 
 def describe_schedule(chat: Chat) -> str:

@@ -11,8 +11,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from itertools import zip_longest
 
-from topicpulse.delivery.chats import next_digest_at
+from topicpulse.delivery import digests
 from topicpulse.delivery.messages import Outgoing, paper_messages, spike_message
 from topicpulse.delivery.protocol import Sender
 from topicpulse.delivery.sending import (
@@ -22,7 +23,7 @@ from topicpulse.delivery.sending import (
     RETRY_MAX,
     Courier,
 )
-from topicpulse.models import OutboxItem, iso, utcnow
+from topicpulse.models import Chat, OutboxItem, iso, utcnow
 from topicpulse.store import Store
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,6 @@ log = logging.getLogger(__name__)
 DEFAULT_CONCURRENCY = 48  # chats in delivery at once: ≫ 30 msg/s × 0.1 s latency
 FOLD_AFTER = 3  # alert messages a chat may get at once; a bigger backlog is one catch-up
 BATCH = 500  # pending rows read (and sent) at a time per chat
-DIGEST_MESSAGES = 2  # a longer digest is one message: counts, the best papers, /latest buttons
 FETCH = 500  # chats read from the outbox at a time
 
 _Charts = dict[int, "asyncio.Future[Outgoing | None]"]
@@ -79,7 +79,6 @@ class Delivery(Courier):
         """Deliver pending spike alerts, instant alerts and due digests: every chat that is not
         deferred, busy in another pass, or paused. Returns the rows settled."""
         before = self.stats.settled_rows
-        now = self.clock()
         if self.halted() or self.closed:
             return 0
         taken: set[int] = set()
@@ -104,7 +103,7 @@ class Delivery(Courier):
                     skip = len(taken) + len(self._busy) + len(self._deferred)
                     fresh = [
                         c
-                        for c in await self._due_chats(now, FETCH + skip)
+                        for c in await self._due_chats(self.clock(), FETCH + skip)
                         if c not in taken and c not in self._busy and not self.deferred(c)
                     ]
                     exhausted = not fresh
@@ -115,7 +114,7 @@ class Delivery(Courier):
         async def worker() -> None:
             while (chat_id := await next_chat()) is not None:
                 try:
-                    await self._deliver_chat(chat_id, now, charts)
+                    await self._deliver_chat(chat_id, self.clock(), charts)
                 except Exception as exc:  # a bug or a store error: log it, keep going
                     log.exception("delivery to chat %s failed; retrying it later", chat_id)
                     self.stats.errors.append(f"{chat_id}: {type(exc).__name__}: {exc}"[:300])
@@ -129,18 +128,19 @@ class Delivery(Courier):
         finally:
             for chart in charts.values():
                 chart.cancel()
-        await self._advance_idle_digests(now)
         return self.stats.settled_rows - before
 
     async def _due_chats(self, now: datetime, limit: int) -> list[int]:
+        """Chats with something to send: spike alerts first, then instant alerts and digests
+        taken in turn (neither waits for the other's burst), digests longest due first and
+        never before their time (``now``: when the pass reads them, not when it began)."""
         instant = await self.store.chats_with_pending(modes=("instant",), limit=limit)
         spikes = await self.store.chats_with_pending(
             modes=("daily", "weekly"), kind="spike", limit=limit
         )
-        digests = await self.store.chats_with_pending(
-            modes=("daily", "weekly"), due_before=iso(now), limit=limit
-        )
-        return list(dict.fromkeys([*instant, *spikes, *digests]))
+        digests = await self.store.digest_chats_due(iso(now), limit=limit)
+        turns = [c for pair in zip_longest(instant, digests) for c in pair if c is not None]
+        return list(dict.fromkeys([*spikes, *turns]))
 
     async def _deliver_chat(self, chat_id: int, now: datetime, charts: _Charts) -> None:
         chat = await self.store.chat(chat_id)
@@ -158,18 +158,13 @@ class Delivery(Courier):
         digest_due = (
             not instant and chat.next_digest_at is not None and chat.next_digest_at <= iso(now)
         )
-        if not (instant or digest_due):
+        if digest_due:
+            await self._deliver_digest(dataclasses.replace(chat, chat_id=chat_id), now)
+        if not instant:
             return
-        complete = True
         while True:
             items = await self.store.pending_for_chat(chat_id, limit=BATCH, kind="paper")
-            outgoing = await paper_messages(
-                self.store,
-                chat_id,
-                items,
-                digest_period=None if instant else chat.mode,
-                fold_after=self.fold_after if instant else DIGEST_MESSAGES,
-            )
+            outgoing = await paper_messages(self.store, chat_id, items, fold_after=self.fold_after)
             if not outgoing:
                 break
             if any(m.folded for m in outgoing):
@@ -178,10 +173,23 @@ class Delivery(Courier):
             chat_id = outgoing[-1].chat_id
             if not complete or len(items) < BATCH:
                 break
-        if digest_due and complete:  # from the schedule read above, unless it changed since
-            due = next_digest_at(chat, now)
-            moved = dataclasses.replace(chat, chat_id=chat_id)  # (group → supergroup)
-            await self.store.advance_digest(moved, iso(due) if due else None)
+
+    async def _deliver_digest(self, chat: Chat, now: datetime) -> None:
+        """The digest due: assembled from the matches since the chat's watermark; its last
+        message (or, when it is empty, this) moves the watermark and the next digest time."""
+        digest = await digests.assemble(self.store, chat, now)
+        if not digest.messages:  # digest time came with nothing to send: schedule the next
+            await self.store.settle_digest(
+                chat,
+                outbox_ids=[],
+                paper_ids=[],
+                through=digest.through,
+                next_digest_at=digest.next_at,
+            )
+            return
+        if any(m.folded for m in digest.messages):
+            self.stats.folded += 1
+        await self._send_all(digest.messages)
 
     async def _spikes(self, chat_id: int, charts: _Charts) -> list[Outgoing]:
         messages: list[Outgoing] = []
@@ -205,9 +213,3 @@ class Delivery(Courier):
         return Outgoing(
             chat_id, [item.id], shared.html, photo=shared.photo, thread_id=thread, chart=episode_id
         )
-
-    async def _advance_idle_digests(self, now: datetime) -> None:
-        """Digest time came with nothing to send: no message, just schedule the next one."""
-        for chat in await self.store.idle_digest_chats_due(iso(now)):
-            due = next_digest_at(chat, now)
-            await self.store.advance_digest(chat, iso(due) if due else None)

@@ -8,6 +8,7 @@ import html
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from topicpulse import offload
 from topicpulse.delivery import buttons, formatting, tastes
@@ -18,8 +19,12 @@ from topicpulse.insight.charts import render_chart
 from topicpulse.models import OutboxItem
 from topicpulse.store import Store
 
+if TYPE_CHECKING:
+    from topicpulse.delivery.digests import Settles
+
 CATCH_UP_BEST = 5  # papers a catch-up shows
 CATCH_UP_CANDIDATES = 50  # … chosen by a chat's taste among this many on most of its topics
+FOLD_PROBE = 40  # papers of a backlog packed first, to learn whether it must fold
 
 
 @dataclass(slots=True)
@@ -35,6 +40,7 @@ class Outgoing:
     buttons: Buttons | None = None  # inline buttons: (label, callback data), a row each
     thread_id: int | None = None  # the forum topic it goes to (None: General / no topics)
     chart: int | None = None  # the spike episode whose chart ``photo`` is (uploaded once)
+    digest: Settles | None = None  # a digest's message: what it settles besides its rows
 
 
 _TAG = re.compile(r"<[^>]+>")
@@ -73,6 +79,13 @@ async def paper_messages(
     by_paper = {i.paper_id: i.id for i in items if i.kind == "paper" and i.paper_id is not None}
     if not by_paper:
         return []
+    if fold_after is not None and len(by_paper) > FOLD_PROBE:
+        # a big backlog: whether its first few already need more than fold_after messages
+        # (packing more never takes fewer), before reading every paper of it (issue 25)
+        probe = await _packed(store, chat_id, list(by_paper)[:FOLD_PROBE], digest_period)
+        if len(probe) > fold_after:
+            catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
+            return [catch_up] if catch_up else []
     papers = await store.papers_by_ids(list(by_paper))
     rated = not digest_period and await store.taste(chat_id) is not None  # (one read)
     if rated and (held := await tastes.to_hold_back(store, chat_id, papers)):
@@ -118,6 +131,33 @@ async def paper_messages(
         last.html += f"\n\n{buttons.held_back_line(waiting)}"
         last.buttons = [*(last.buttons or []), buttons.SHOW_HELD]
     return messages
+
+
+async def _packed(
+    store: Store, chat_id: int, paper_ids: list[int], digest_period: str | None
+) -> list[tuple[str, list[int]]]:
+    papers = await store.papers_by_ids(paper_ids)
+    ids = [p.id for p in papers]
+    tags = await store.chat_topics_for_papers(chat_id, ids)
+    catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
+    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
+    if digest_period:
+        return formatting.pack_digest(alerts, period=digest_period)
+    return formatting.pack_alerts(alerts)
+
+
+async def _packed(
+    store: Store, chat_id: int, paper_ids: list[int], digest_period: str | None
+) -> list[tuple[str, list[int]]]:
+    """The papers packed as messages (in their order, one forum topic): only to count them."""
+    papers = await store.papers_by_ids(paper_ids)
+    ids = [p.id for p in papers]
+    tags = await store.chat_topics_for_papers(chat_id, ids)
+    catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
+    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
+    if digest_period:
+        return formatting.pack_digest(alerts, period=digest_period)
+    return formatting.pack_alerts(alerts)
 
 
 async def catch_up_message(

@@ -23,6 +23,7 @@ and send the ``file_id`` Telegram gave it (``Outgoing.chart`` names the episode)
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -250,11 +251,28 @@ class Courier:
                 return await self._failed(message, exc)
             else:
                 break
-        await self.store.mark_sent(message.outbox_ids)
+        await self._settle(message)
         self.stats.sent_messages += 1
         self.stats.settled_rows += len(message.outbox_ids)
         await self._succeeded(message.chat_id)
         return Outcome.SENT
+
+    async def _settle(self, message: Outgoing) -> None:
+        """Telegram accepted the message: record what it delivered."""
+        part = message.digest
+        if part is None:
+            await self.store.mark_sent(message.outbox_ids)
+            return
+        chat = part.chat
+        if chat.chat_id != message.chat_id:  # it moved on the way (group → supergroup)
+            chat = dataclasses.replace(chat, chat_id=message.chat_id)
+        await self.store.settle_digest(
+            chat,
+            outbox_ids=message.outbox_ids,
+            paper_ids=part.paper_ids,
+            through=part.through,
+            next_digest_at=part.next_at,
+        )
 
     async def _attempt(self, message: Outgoing, *, plain: bool = False) -> None:
         # (buttons and a thread only when there are some: senders that predate them keep working)
@@ -288,6 +306,8 @@ class Courier:
             exc,
         )
         await self.store.drop_outbox(message.outbox_ids, f"refused: {exc}")
+        if message.digest is not None:  # given up too: the digest is not assembled again
+            await self._settle(message)
         self.stats.dropped += 1
         return Outcome.DROPPED
 
@@ -297,6 +317,8 @@ class Courier:
         self.stats.maybe_sent += 1
         self.stats.settled_rows += len(message.outbox_ids)
         await self.store.mark_maybe_sent(message.outbox_ids, str(exc))
+        if message.digest is not None:  # and the digest's watermark moves past it
+            await self._settle(message)
         self._defer(message.chat_id, SLOW_PAUSE, "slow")
         log.warning(
             "Telegram did not answer in time for outbox rows %s (chat %s): %s; most likely"

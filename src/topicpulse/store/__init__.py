@@ -8,6 +8,7 @@
 - ``chats``: chats and subscriptions;
 - ``outbox``: pending deliveries;
 - ``ratings``: each chat's 👍 / 👎, its taste, the papers its alerts held back.
+- ``digests``: digests assembled from the matches since each chat's watermark.
 
 All SQL outside ``migrations/`` lives here; rows are read by column name (``rows``). Rules
 (which papers are too old to alert, how long to keep delivered rows) belong to the modules that
@@ -30,6 +31,7 @@ from topicpulse.store.database import (
     load_migrations,
     migrations_dir,
 )
+from topicpulse.store.digests import DigestQueries
 from topicpulse.store.intake import IntakeQueries, IntakeState, IntakeUpdate
 from topicpulse.store.outbox import OutboxQueries
 from topicpulse.store.papers import BatchRow, PaperQueries, read_batch
@@ -66,6 +68,7 @@ class Store(
     ChatQueries,
     OutboxQueries,
     RatingQueries,
+    DigestQueries,
 ):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""
 

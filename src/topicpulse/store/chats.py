@@ -9,10 +9,14 @@ from typing import Any
 from topicpulse.models import Chat, Subscription, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
+from topicpulse.store.digests import materialise
 
 CHAT_SETTINGS = frozenset(
     {"paused", "mode", "digest_time", "digest_weekday", "timezone", "spikes", "next_digest_at"}
 )
+
+
+_DIGEST_MODE = "? IN ('daily', 'weekly')"
 
 
 class SubscriptionsFull(Exception):
@@ -52,8 +56,10 @@ class ChatQueries(Database):
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (chat_id) DO UPDATE SET"
                 " type = excluded.type, title = coalesce(excluded.title, title),"
                 " active = CASE WHEN ? THEN 1 ELSE active END,"
+                f" digest_through = CASE WHEN ? AND active = 0 THEN max(digest_through,"
+                f" {rows.FANNED_OUT}) ELSE digest_through END,"
                 " updated_at = excluded.updated_at",
-                (chat_id, type, title, now, now, int(reactivate)),
+                (chat_id, type, title, now, now, int(reactivate), int(reactivate)),
             )
             async with conn.execute(
                 f"SELECT {rows.CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
@@ -73,18 +79,43 @@ class ChatQueries(Database):
         if unknown:
             raise ValueError(f"not chat settings: {sorted(unknown)}")
         assignments = ", ".join(f"{name} = ?" for name in settings)
+        # Digests start where the engine stands for a chat turning to digests or unpaused
+        # (SET reads the row as it was): what was matched before was queued, or is not owed.
+        restart = []
+        if "mode" in settings:
+            restart.append(f"(mode = 'instant' AND {_DIGEST_MODE})")
+        if "paused" in settings:
+            restart.append("(paused = 1 AND NOT ?)")
+        watermark = (
+            f", digest_through = CASE WHEN {' OR '.join(restart)} THEN max(digest_through,"
+            f" {rows.FANNED_OUT}) ELSE digest_through END"
+            if restart
+            else ""
+        )
+        marks = [
+            *([settings["mode"]] if "mode" in settings else []),
+            *([int(bool(settings["paused"]))] if "paused" in settings else []),
+        ]
         async with self._write() as conn:
             await conn.execute(
-                f"UPDATE chats SET {assignments}, updated_at = ? WHERE chat_id = ?",
-                (*settings.values(), self._now(), chat_id),
+                f"UPDATE chats SET {assignments}, updated_at = ?{watermark} WHERE chat_id = ?",
+                (*settings.values(), self._now(), *marks, chat_id),
             )
 
     async def update_schedule(
-        self, chat_id: int, settings: dict[str, Any], next_due: Callable[[Chat], str | None]
+        self,
+        chat_id: int,
+        settings: dict[str, Any],
+        next_due: Callable[[Chat], str | None],
+        *,
+        alerts_since: Callable[[str], str] | None = None,
     ) -> Chat:
         """Change the chat's digest settings and set its next digest time, ``next_due`` of the
         chat as changed, in one transaction: concurrent /digest and /timezone each see the
-        other's change, and neither writes a due time computed from a stale copy."""
+        other's change, and neither writes a due time computed from a stale copy. In the same
+        transaction, a chat turning to digests starts its digest watermark where the engine
+        stands, and one turning from digests to instant gets what its next digest would have
+        held as pending alerts (papers announced since ``alerts_since(its old mode)``)."""
         unknown = set(settings) - CHAT_SETTINGS
         if unknown:
             raise ValueError(f"not chat settings: {sorted(unknown)}")
@@ -95,8 +126,17 @@ class ChatQueries(Database):
                 row = await cur.fetchone()
             if row is None:
                 raise LookupError(f"no chat {chat_id}")
-            changed = dataclasses.replace(rows.chat(row), **settings)
+            before = rows.chat(row)
+            changed = dataclasses.replace(before, **settings)
             changed = dataclasses.replace(changed, next_digest_at=next_due(changed))
+            if before.mode != "instant" and changed.mode == "instant" and alerts_since:
+                await materialise(conn, chat_id, alerts_since(before.mode), self._now())
+            elif before.mode == "instant" and changed.mode != "instant":
+                await conn.execute(
+                    f"UPDATE chats SET digest_through = max(digest_through, {rows.FANNED_OUT})"
+                    " WHERE chat_id = ?",
+                    (chat_id,),
+                )
             values = {**settings, "next_digest_at": changed.next_digest_at}
             assignments = ", ".join(f"{name} = ?" for name in values)
             await conn.execute(
@@ -104,28 +144,6 @@ class ChatQueries(Database):
                 (*values.values(), self._now(), chat_id),
             )
         return changed
-
-    async def advance_digest(self, chat: Chat, next_digest_at: str | None) -> bool:
-        """Set the chat's next digest time, computed by a digest pass from ``chat`` (its row as
-        the pass read it) — unless the schedule changed since (a /digest or /timezone set its
-        own next digest time meanwhile): then nothing is written. True if written."""
-        async with self._write() as conn:
-            cur = await conn.execute(
-                "UPDATE chats SET next_digest_at = ?, updated_at = ? WHERE chat_id = ?"
-                " AND mode = ? AND digest_time = ? AND digest_weekday = ? AND timezone = ?"
-                " AND next_digest_at IS ?",
-                (
-                    next_digest_at,
-                    self._now(),
-                    chat.chat_id,
-                    chat.mode,
-                    chat.digest_time,
-                    chat.digest_weekday,
-                    chat.timezone,
-                    chat.next_digest_at,
-                ),
-            )
-            return cur.rowcount > 0
 
     async def deactivate_chat(self, chat_id: int, reason: str) -> int:
         """Mark a chat inactive (blocked us, deleted) and drop its pending deliveries."""
@@ -157,8 +175,9 @@ class ChatQueries(Database):
             if exists:  # the new id already talked to us: the group's settings and follows move
                 await conn.execute(
                     "UPDATE chats SET (active, paused, mode, digest_time, digest_weekday,"
-                    " timezone, spikes, next_digest_at) = (SELECT active, paused, mode,"
-                    " digest_time, digest_weekday, timezone, spikes, next_digest_at FROM chats"
+                    " timezone, spikes, next_digest_at, digest_through) = (SELECT active, paused,"
+                    " mode, digest_time, digest_weekday, timezone, spikes, next_digest_at,"
+                    " digest_through FROM chats"
                     " WHERE chat_id = ?), type = 'supergroup', updated_at = ? WHERE chat_id = ?",
                     (old_chat_id, self._now(), new_chat_id),
                 )

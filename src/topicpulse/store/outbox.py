@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from topicpulse.models import Chat, OutboxItem, Topic
+from topicpulse.models import OutboxItem, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
 
@@ -39,17 +39,6 @@ class OutboxQueries(Database):
         sql += " GROUP BY o.chat_id ORDER BY min(o.id) LIMIT ?"
         args.append(limit)
         return [r["chat_id"] for r in await self._rows(sql, args)]
-
-    async def idle_digest_chats_due(self, now: str) -> list[Chat]:
-        """Digest chats whose digest time has come with no paper pending (nothing to send)."""
-        found = await self._rows(
-            f"SELECT {rows.CHAT_COLUMNS} FROM chats c WHERE mode IN ('daily', 'weekly')"
-            " AND next_digest_at IS NOT NULL AND next_digest_at <= ? AND NOT EXISTS (SELECT 1"
-            " FROM outbox o WHERE o.chat_id = c.chat_id AND o.state = 'pending'"
-            " AND o.kind = 'paper')",
-            (now,),
-        )
-        return [rows.chat(r) for r in found]
 
     async def pending_for_chat(
         self, chat_id: int, limit: int = 500, *, kind: str | None = None

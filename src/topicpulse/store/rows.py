@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 from topicpulse.models import Chat, OutboxItem, Paper, SpikeEpisode, StoredPaper, Topic
 
 CHUNK = 500  # ids bound in one IN (...) list
+# The newest paper whose alerts a round has queued (``TopicQueries.fanned_out_through``), in SQL
+FANNED_OUT = "coalesce((SELECT value FROM engine_state WHERE key = 'fanned_out_through'), 0)"
 M = TypeVar("M")
 T = TypeVar("T")
 

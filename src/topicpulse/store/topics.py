@@ -269,7 +269,8 @@ class TopicQueries(Database):
         row per paper it has not had yet, for papers stored after it followed, newer than what
         earlier rounds fanned out (``engine_state``; moved to ``batch_through`` here), and
         announced at or after ``alert_published_since`` (the caller's age rule; ``None``: record
-        the matches, queue no alerts). Returns the outbox rows added.
+        the matches, queue no alerts). Only instant chats get rows: a digest chat's digest is
+        assembled from the matches at its time (``store.digests``). Returns the outbox rows added.
         """
         now = self._now()
         async with self._write() as conn:
@@ -309,7 +310,7 @@ class TopicQueries(Database):
                 " JOIN subscriptions s ON s.topic_id = tp.topic_id"
                 " JOIN chats c ON c.chat_id = s.chat_id"
                 " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
-                " AND p.announced >= ? AND c.active = 1 AND c.paused = 0"
+                " AND p.announced >= ? AND c.active = 1 AND c.paused = 0 AND c.mode = 'instant'"
                 " ORDER BY tp.paper_id",
                 (now, max(batch_after, fanned_out), batch_through, alert_published_since),
             )

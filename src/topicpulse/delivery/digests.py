@@ -1,0 +1,201 @@
+"""Digests assembled from the matches: a digest is the list of papers the chat's topics matched
+since its watermark (``Chat.digest_through``), with any paper rows still pending for it, packed
+into at most ``DIGEST_MESSAGES`` messages or folded into one catch-up over all of them.
+
+No outbox row per paper and chat is needed (``store.digests`` says why and how it stays exactly
+once). ``digest_papers`` is the list; ``assemble`` turns it into messages, each of which knows
+what it settles (``Settles``): the last moves the watermark and sets the next digest time.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from topicpulse.delivery import buttons, formatting, tastes
+from topicpulse.delivery.chats import next_digest_at, published_since
+from topicpulse.delivery.messages import CATCH_UP_BEST, CATCH_UP_CANDIDATES, FOLD_PROBE, Outgoing
+from topicpulse.delivery.protocol import Buttons
+from topicpulse.insight import taste as taste_model
+from topicpulse.models import Chat, StoredPaper, Topic, iso
+from topicpulse.store import Store
+
+DIGEST_MESSAGES = 2  # a longer digest is one message: counts, the best papers, /latest buttons
+
+
+@dataclass(slots=True)
+class DigestPaper:
+    paper_id: int
+    published: str
+    topics: list[Topic]  # the chat's topics that match it, in the order it followed them
+    outbox_id: int | None = None  # a pending row it comes from (else from the matches)
+
+
+@dataclass(slots=True)
+class Digest:
+    """What a digest due now holds, and where it leaves the chat."""
+
+    chat: Chat
+    papers: list[DigestPaper]
+    through: int  # the watermark after it
+    next_at: str | None  # the next digest time after it
+    messages: list[Outgoing] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Settles:
+    """What an accepted digest message settles (``Outgoing.digest``)."""
+
+    chat: Chat
+    paper_ids: list[int]  # papers without a pending row (from the matches)
+    through: int | None  # None: more messages of this digest follow
+    next_at: str | None = None
+
+
+async def digest_papers(store: Store, chat: Chat, now: datetime) -> Digest:
+    """The papers of the chat's digest due at ``now``, oldest first: its topics' matches since
+    its watermark, up to what the rounds have fanned out, and its pending paper rows."""
+    through = await store.fanned_out_through()
+    due = next_digest_at(chat, now)
+    digest = Digest(chat, [], max(through, chat.digest_through), iso(due) if due else None)
+    topics = {s.topic.id: s.topic for s in await store.subscriptions(chat.chat_id)}
+    matches = await store.digest_matches(
+        chat.chat_id,
+        after=chat.digest_through,
+        through=through,
+        published_since=published_since(chat.mode, now),
+    )
+    pending = await store.pending_for_chat(chat.chat_id, limit=1_000_000, kind="paper")
+    rows = {i.paper_id: i.id for i in pending if i.paper_id is not None}
+    tags = await store.chat_topics_for_papers(chat.chat_id, list(rows))
+    found = {p.id: p for p in await store.papers_by_ids(list(rows))}
+    papers = [
+        DigestPaper(pid, found[pid].published, tags.get(pid, []), rows[pid])
+        for pid in rows
+        if pid in found
+    ]
+    papers += [
+        DigestPaper(pid, published, [topics[t] for t in ids if t in topics])
+        for pid, (published, ids) in matches.items()
+        if pid not in rows
+    ]
+    digest.papers = sorted(papers, key=lambda p: p.paper_id)
+    return digest
+
+
+async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
+    """``digest_papers`` and its messages: the digest in at most ``DIGEST_MESSAGES``, or one
+    catch-up over all of it (none when it is empty). Each topic's papers come in the chat's
+    order when it has a taste (best first, the rest folded); in a forum, each paper goes to
+    the topic its first-followed matching topic was followed from; every entry has 👍 / 👎."""
+    digest = await digest_papers(store, chat, now)
+    if not digest.papers:
+        return digest
+    packed = await _pack(store, chat, digest.papers[:FOLD_PROBE])
+    if len(packed) <= DIGEST_MESSAGES and len(digest.papers) > FOLD_PROBE:
+        packed = await _pack(store, chat, digest.papers)  # (packing more never takes fewer)
+    if len(packed) > DIGEST_MESSAGES:
+        digest.messages = [await _catch_up(store, digest)]
+        return digest
+    by_id = {p.paper_id: p for p in digest.papers}
+    rows = buttons.rating_rows([(t, ids) for _, t, ids in packed], numbered=len(by_id) > 1)
+    for n, ((thread, text, paper_ids), mine) in enumerate(zip(packed, rows, strict=True), 1):
+        last = n == len(packed)
+        parts = [by_id[pid] for pid in paper_ids]
+        if last:  # the last message settles whatever the packing left out (nothing, usually)
+            shown = {pid for _, _, ids in packed for pid in ids}
+            parts += [p for p in digest.papers if p.paper_id not in shown]
+        message = _outgoing(digest, parts, text, last=last)
+        message.thread_id = thread
+        message.buttons = list(mine) or None
+        digest.messages.append(message)
+    return digest
+
+
+async def _pack(
+    store: Store, chat: Chat, papers: list[DigestPaper]
+) -> list[tuple[int | None, str, list[int]]]:
+    """The papers packed as digest messages: (forum thread, text, paper ids) each."""
+    alerts = await _alerts(store, papers)
+    _, scores = await tastes.reader_order(store, chat.chat_id, [a.paper for a in alerts])
+    threads = await store.subscription_threads(chat.chat_id)
+    by_thread: dict[int | None, list[formatting.Alert]] = {}
+    for alert in alerts:
+        thread = threads.get(alert.topics[0].id) if alert.topics else None
+        by_thread.setdefault(thread, []).append(alert)
+    return [
+        (thread, text, ids)
+        for thread, group in by_thread.items()
+        for text, ids in formatting.pack_digest(group, period=chat.mode, scores=scores)
+    ]
+
+
+def _outgoing(digest: Digest, parts: list[DigestPaper], text: str, *, last: bool) -> Outgoing:
+    message = Outgoing(
+        digest.chat.chat_id,
+        [p.outbox_id for p in parts if p.outbox_id is not None],
+        text,
+        preview=len(parts) == 1,
+    )
+    message.digest = Settles(
+        digest.chat,
+        [p.paper_id for p in parts if p.outbox_id is None],
+        digest.through if last else None,
+        digest.next_at if last else None,
+    )
+    return message
+
+
+async def _alerts(store: Store, papers: list[DigestPaper]) -> list[formatting.Alert]:
+    ids = [p.paper_id for p in papers]
+    found = {p.id: p for p in await store.papers_by_ids(ids)}
+    catalogue = await store.paper_topics(ids, kind="catalogue")
+    return [
+        formatting.Alert(found[p.paper_id], p.topics, catalogue.get(p.paper_id, []))
+        for p in papers
+        if p.paper_id in found
+    ]
+
+
+async def _catch_up(store: Store, digest: Digest) -> Outgoing:
+    """The digest folded into one message: counts per topic, the best few (the papers on the
+    most of the chat's topics, newest first among equals; with a taste, its best among more of
+    them), each with 👍 / 👎, and ``/latest`` buttons for the rest."""
+    papers = digest.papers
+    counts: Counter[int] = Counter()
+    named: dict[int, Topic] = {}
+    for paper in papers:
+        for topic in paper.topics:
+            counts[topic.id] += 1
+            named.setdefault(topic.id, topic)
+    order = {tid: n for n, tid in enumerate(named)}  # first followed first among equals
+    ranked = sorted(counts, key=lambda tid: (-counts[tid], order[tid]))
+    taste, _ = await taste_model.load(store, digest.chat.chat_id)
+    best = sorted(papers, key=lambda p: (len(p.topics), p.published, p.paper_id), reverse=True)
+    best = best[: CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST]
+    found: dict[int, StoredPaper] = {
+        p.id: p for p in await store.papers_by_ids([p.paper_id for p in best])
+    }
+    topics_of = {p.paper_id: p.topics for p in best}
+    candidates = [found[p.paper_id] for p in best if p.paper_id in found]
+    if taste:
+        candidates = [p for p, _ in await taste_model.scored(store, taste, candidates)]
+    candidates = candidates[:CATCH_UP_BEST]
+    chosen = [formatting.Alert(p, topics_of[p.id]) for p in candidates]
+    text, topic_buttons = formatting.catch_up(
+        total=len(papers),
+        counts=[(named[tid], counts[tid]) for tid in ranked],
+        best=chosen,
+        period=digest.chat.mode,
+        ranked=bool(taste),
+    )
+    shown = [a.paper.id for n, a in enumerate(chosen, 1) if f'{n}. <a href="{a.paper.url}' in text]
+    rows: Buttons = [buttons.rating_row(pid, number=n) for n, pid in enumerate(shown, 1)]
+    rows += topic_buttons
+    message = _outgoing(digest, papers, text, last=True)
+    message.folded = True
+    message.buttons = rows or None
+    threads = await store.subscription_threads(digest.chat.chat_id)  # in a forum: the topic
+    message.thread_id = threads.get(ranked[0]) if ranked else None  # with the most papers
+    return message

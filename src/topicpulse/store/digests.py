@@ -1,0 +1,147 @@
+"""Digests from the matches: which digest chats are due, what their topics matched since their
+watermark (``chats.digest_through``), and settling a digest once Telegram accepted it.
+
+A digest chat has no outbox row per paper (a round queues those for instant chats only): at
+100,000 chats that would be tens of millions of rows for one message a day each. Its digest is
+assembled at its time from ``topic_papers``; exactly once, across restarts and versions:
+
+* a paper row keeps its id across versions, and ``digest_through`` only moves forward, in the
+  same transaction that records the last message of the digest as sent;
+* a digest in two messages records the papers of the first as sent outbox rows when it is
+  accepted, so a restart between the two re-sends neither (assembly skips papers that have a
+  row for the chat, in any state);
+* rows still pending for the chat (queued while it was instant, or before this schema) go out
+  in its digest like the rest, and are marked sent with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aiosqlite
+
+from topicpulse.models import Chat
+from topicpulse.store import rows
+from topicpulse.store.database import Database
+
+
+class DigestQueries(Database):
+    """Digest chats due, their matches since the watermark, settling (part of ``Store``)."""
+
+    async def digest_chats_due(self, due_before: str, *, limit: int) -> list[int]:
+        """Active, unpaused digest chats whose digest time is at or before ``due_before``,
+        the longest due first (an index range, not a scan of every chat)."""
+        found = await self._rows(
+            "SELECT chat_id FROM chats WHERE mode IN ('daily', 'weekly') AND active = 1"
+            " AND paused = 0 AND next_digest_at <= ? ORDER BY next_digest_at, chat_id LIMIT ?",
+            (due_before, limit),
+        )
+        return [r["chat_id"] for r in found]
+
+    async def digest_matches(
+        self, chat_id: int, *, after: int, through: int, published_since: str
+    ) -> dict[int, tuple[str, list[int]]]:
+        """Paper id → (its ``published``, ids of the chat's topics that match it, in the order
+        it followed them),
+        for papers stored after ``after`` (and after the follow) up to ``through``, first
+        announced at or after ``published_since``, that have no outbox row for the chat."""
+        found = await self._rows(
+            "SELECT tp.paper_id, p.published, s.topic_id FROM subscriptions s"
+            " JOIN topic_papers tp ON tp.topic_id = s.topic_id"
+            " AND tp.paper_id > max(s.after_paper_id, ?) AND tp.paper_id <= ?"
+            " JOIN papers p ON p.id = tp.paper_id"
+            " WHERE s.chat_id = ? AND p.announced >= ? AND NOT EXISTS (SELECT 1 FROM outbox o"
+            " WHERE o.chat_id = s.chat_id AND o.kind = 'paper' AND o.paper_id = tp.paper_id)"
+            " ORDER BY tp.paper_id, s.created_at, s.topic_id",
+            (after, through, chat_id, published_since),
+        )
+        matches: dict[int, tuple[str, list[int]]] = {}
+        for row in found:
+            matches.setdefault(row["paper_id"], (row["published"], []))[1].append(row["topic_id"])
+        return matches
+
+    async def settle_digest(
+        self,
+        chat: Chat,
+        *,
+        outbox_ids: Sequence[int],
+        paper_ids: Sequence[int],
+        through: int | None,
+        next_digest_at: str | None = None,
+    ) -> None:
+        """One digest message was accepted: its pending rows are sent, and either (``through``
+        None: more messages follow) its papers are recorded as sent rows, or (the last one) the
+        watermark moves to ``through`` and the next digest time is set — unless the schedule
+        changed since ``chat`` was read (then the command that changed it set its own)."""
+        now = self._now()
+        async with self._write() as conn:
+            await conn.executemany(
+                "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1"
+                " WHERE id = ? AND state = 'pending'",
+                [(now, i) for i in outbox_ids],
+            )
+            if through is None:
+                await conn.executemany(
+                    "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at, state,"
+                    " attempts, sent_at) VALUES (?, 'paper', ?, ?, 'sent', 1, ?)",
+                    [(chat.chat_id, pid, now, now) for pid in paper_ids],
+                )
+                return
+            await conn.execute(
+                "UPDATE chats SET digest_through = max(digest_through, ?) WHERE chat_id = ?",
+                (through, chat.chat_id),
+            )
+            await conn.execute(
+                "UPDATE chats SET next_digest_at = ?, updated_at = ? WHERE chat_id = ?"
+                " AND mode = ? AND digest_time = ? AND digest_weekday = ? AND timezone = ?"
+                " AND next_digest_at IS ?",
+                (
+                    next_digest_at,
+                    now,
+                    chat.chat_id,
+                    chat.mode,
+                    chat.digest_time,
+                    chat.digest_weekday,
+                    chat.timezone,
+                    chat.next_digest_at,
+                ),
+            )
+
+    async def materialise_digest(self, chat_id: int, *, published_since: str) -> int:
+        """A digest chat turns instant: what its next digest would have held becomes pending
+        outbox rows (sent as alerts), and its watermark moves past them. Returns the rows."""
+        async with self._write() as conn:
+            return await materialise(conn, chat_id, published_since, self._now())
+
+    async def start_digest_watermark(self, chat_id: int) -> None:
+        """Digests start from where the engine stands (a chat turning to digests, coming back
+        or unpaused: what was matched before was queued for it, or not owed)."""
+        async with self._write() as conn:
+            await conn.execute(
+                f"UPDATE chats SET digest_through = max(digest_through, {rows.FANNED_OUT})"
+                " WHERE chat_id = ?",
+                (chat_id,),
+            )
+
+
+async def materialise(
+    conn: aiosqlite.Connection, chat_id: int, published_since: str, now: str
+) -> int:
+    """``materialise_digest`` inside the caller's transaction."""
+    cur = await conn.execute(
+        "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at)"
+        " SELECT s.chat_id, 'paper', tp.paper_id, ? FROM chats c"
+        " JOIN subscriptions s ON s.chat_id = c.chat_id"
+        " JOIN topic_papers tp ON tp.topic_id = s.topic_id"
+        " AND tp.paper_id > max(s.after_paper_id, c.digest_through)"
+        f" AND tp.paper_id <= {rows.FANNED_OUT}"
+        " JOIN papers p ON p.id = tp.paper_id"
+        " WHERE c.chat_id = ? AND p.announced >= ? ORDER BY tp.paper_id",
+        (now, chat_id, published_since),
+    )
+    await conn.execute(
+        f"UPDATE chats SET digest_through = max(digest_through, {rows.FANNED_OUT})"
+        " WHERE chat_id = ?",
+        (chat_id,),
+    )
+    return max(cur.rowcount, 0)
