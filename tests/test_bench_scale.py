@@ -1,5 +1,5 @@
-"""The scale simulation, scaled down for every run of the suite (issue 25 §5): a few hundred
-chats for two simulated days through the real engine on a virtual clock, and the invariants of
+"""The scale simulation, scaled down for every run of the suite (issue 25 §5): 150 chats for a
+simulated day through the real engine on a virtual clock, and the invariants of
 the full run — nothing lost or twice, no 429, no digest later than its time allows, instant
 alerts within the ceiling's time plus a minute, and no outbox rows held for digest chats."""
 
@@ -18,13 +18,13 @@ BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_scale.py"
 @pytest.mark.timeout(240)
 def test_the_scaled_down_week_keeps_the_full_runs_invariants(tmp_path: Path) -> None:
     command = [
-        sys.executable, str(BENCH), "--chats", "300", "--days", "2", "--history-days", "3",
+        sys.executable, str(BENCH), "--chats", "150", "--days", "1", "--history-days", "3",
         "--tick", "30", "--probe-idle", "600", "--out", str(tmp_path), "--json",
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, timeout=230)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert (result["chats"], result["days"]) == (300, 2)
+    assert (result["chats"], result["days"]) == (150, 1)
     assert result["owed_papers"] > 10_000  # the week really delivered something
     assert result["lost"] == 0 and result["duplicated"] == 0
     assert result["http_429"] == 0
