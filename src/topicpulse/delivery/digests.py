@@ -15,10 +15,15 @@ from datetime import datetime
 
 from topicpulse.delivery import buttons, formatting, tastes
 from topicpulse.delivery.chats import next_digest_at, published_since
-from topicpulse.delivery.messages import CATCH_UP_BEST, CATCH_UP_CANDIDATES, FOLD_PROBE, Outgoing
-from topicpulse.delivery.protocol import Buttons
+from topicpulse.delivery.messages import (
+    CATCH_UP_BEST,
+    CATCH_UP_CANDIDATES,
+    FOLD_PROBE,
+    Outgoing,
+    catch_up_view,
+)
 from topicpulse.insight import taste as taste_model
-from topicpulse.models import Chat, StoredPaper, Topic, iso
+from topicpulse.models import Chat, Topic, iso
 from topicpulse.store import Store
 
 DIGEST_MESSAGES = 2  # a longer digest is one message: counts, the best papers, /latest buttons
@@ -174,28 +179,20 @@ async def _catch_up(store: Store, digest: Digest) -> Outgoing:
     taste, _ = await taste_model.load(store, digest.chat.chat_id)
     best = sorted(papers, key=lambda p: (len(p.topics), p.published, p.paper_id), reverse=True)
     best = best[: CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST]
-    found: dict[int, StoredPaper] = {
-        p.id: p for p in await store.papers_by_ids([p.paper_id for p in best])
-    }
-    topics_of = {p.paper_id: p.topics for p in best}
-    candidates = [found[p.paper_id] for p in best if p.paper_id in found]
-    if taste:
-        candidates = [p for p, _ in await taste_model.scored(store, taste, candidates)]
-    candidates = candidates[:CATCH_UP_BEST]
-    chosen = [formatting.Alert(p, topics_of[p.id]) for p in candidates]
-    text, topic_buttons = formatting.catch_up(
+    found = {p.id: p for p in await store.papers_by_ids([p.paper_id for p in best])}
+    text, rows, thread = await catch_up_view(
+        store,
+        digest.chat.chat_id,
         total=len(papers),
         counts=[(named[tid], counts[tid]) for tid in ranked],
-        best=chosen,
+        candidates=[
+            formatting.Alert(found[p.paper_id], p.topics) for p in best if p.paper_id in found
+        ],
+        taste=taste,
         period=digest.chat.mode,
-        ranked=bool(taste),
     )
-    shown = [a.paper.id for n, a in enumerate(chosen, 1) if f'{n}. <a href="{a.paper.url}' in text]
-    rows: Buttons = [buttons.rating_row(pid, number=n) for n, pid in enumerate(shown, 1)]
-    rows += topic_buttons
     message = _outgoing(digest, papers, text, last=True)
     message.folded = True
-    message.buttons = rows or None
-    threads = await store.subscription_threads(digest.chat.chat_id)  # in a forum: the topic
-    message.thread_id = threads.get(ranked[0]) if ranked else None  # with the most papers
+    message.buttons = rows
+    message.thread_id = thread
     return message

@@ -16,7 +16,7 @@ from topicpulse.delivery.protocol import Buttons
 from topicpulse.insight import momentum
 from topicpulse.insight import taste as taste_model
 from topicpulse.insight.charts import render_chart
-from topicpulse.models import OutboxItem
+from topicpulse.models import OutboxItem, StoredPaper, Topic
 from topicpulse.store import Store
 
 if TYPE_CHECKING:
@@ -66,13 +66,12 @@ async def paper_messages(
     chat_id: int,
     items: Sequence[OutboxItem],
     *,
-    digest_period: str | None = None,
     fold_after: int | None = None,
 ) -> list[Outgoing]:
-    """Messages for a chat's pending paper rows: instant alerts, or a digest when
-    ``digest_period`` is given. When they would take more than ``fold_after`` messages
-    (backpressure, or a digest too long), one catch-up instead — for a digest, the digest in
-    that shape —, which settles every pending paper row of the chat, not only ``items``.
+    """Instant alerts for a chat's pending paper rows (digests are assembled by
+    ``delivery.digests``). When they would take more than ``fold_after`` messages
+    (backpressure), one catch-up instead, which settles every pending paper row of the chat,
+    not only ``items``.
 
     In a forum, each paper goes to the topic its chat's first-followed matching topic was
     followed from (``thread_id``): the papers of each forum topic are packed apart."""
@@ -82,37 +81,31 @@ async def paper_messages(
     if fold_after is not None and len(by_paper) > FOLD_PROBE:
         # a big backlog: whether its first few already need more than fold_after messages
         # (packing more never takes fewer), before reading every paper of it (issue 25)
-        probe = await _packed(store, chat_id, list(by_paper)[:FOLD_PROBE], digest_period)
-        if len(probe) > fold_after:
-            catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
+        probe = await store.papers_by_ids(list(by_paper)[:FOLD_PROBE])
+        if len(formatting.pack_alerts(await _alerts(store, chat_id, probe))) > fold_after:
+            catch_up = await catch_up_message(store, chat_id)
             return [catch_up] if catch_up else []
     papers = await store.papers_by_ids(list(by_paper))
-    rated = not digest_period and await store.taste(chat_id) is not None  # (one read)
+    rated = await store.taste(chat_id) is not None  # (one read)
     if rated and (held := await tastes.to_hold_back(store, chat_id, papers)):
         # never dropped: into the quiet list, the outbox rows settled with it
         await store.hold_back_papers(chat_id, [(by_paper[p], p, s) for p, s in held.items()])
         papers = [p for p in papers if p.id not in held]
         if not papers:
             return []
-    ids = [p.id for p in papers]
-    tags = await store.chat_topics_for_papers(chat_id, ids)
-    catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
-    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
+    alerts = await _alerts(store, chat_id, papers)
     threads = await store.subscription_threads(chat_id)
     by_thread: dict[int | None, list[formatting.Alert]] = {}
     for alert in alerts:
         thread = threads.get(alert.topics[0].id) if alert.topics else None
         by_thread.setdefault(thread, []).append(alert)
-    scores = (await tastes.reader_order(store, chat_id, papers))[1] if digest_period else None
-    packed: list[tuple[int | None, str, list[int]]] = []
-    for thread, group in by_thread.items():
-        if digest_period:
-            texts = formatting.pack_digest(group, period=digest_period, scores=scores)
-        else:
-            texts = formatting.pack_alerts(group)
-        packed += [(thread, text, paper_ids) for text, paper_ids in texts]
+    packed = [
+        (thread, text, paper_ids)
+        for thread, group in by_thread.items()
+        for text, paper_ids in formatting.pack_alerts(group)
+    ]
     if fold_after is not None and len(packed) > fold_after:
-        catch_up = await catch_up_message(store, chat_id, digest_period=digest_period)
+        catch_up = await catch_up_message(store, chat_id)
         return [catch_up] if catch_up else []
     rows = buttons.rating_rows([(t, ids) for _, t, ids in packed], numbered=len(alerts) > 1)
     messages = [
@@ -133,36 +126,17 @@ async def paper_messages(
     return messages
 
 
-async def _packed(
-    store: Store, chat_id: int, paper_ids: list[int], digest_period: str | None
-) -> list[tuple[str, list[int]]]:
-    papers = await store.papers_by_ids(paper_ids)
+async def _alerts(
+    store: Store, chat_id: int, papers: Sequence[StoredPaper]
+) -> list[formatting.Alert]:
+    """The papers with the chat's topics that match them and every catalogue tag."""
     ids = [p.id for p in papers]
     tags = await store.chat_topics_for_papers(chat_id, ids)
     catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
-    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
-    if digest_period:
-        return formatting.pack_digest(alerts, period=digest_period)
-    return formatting.pack_alerts(alerts)
+    return [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
 
 
-async def _packed(
-    store: Store, chat_id: int, paper_ids: list[int], digest_period: str | None
-) -> list[tuple[str, list[int]]]:
-    """The papers packed as messages (in their order, one forum topic): only to count them."""
-    papers = await store.papers_by_ids(paper_ids)
-    ids = [p.id for p in papers]
-    tags = await store.chat_topics_for_papers(chat_id, ids)
-    catalogue = await store.paper_topics(ids, kind="catalogue")  # every tag, followed or not
-    alerts = [formatting.Alert(p, tags.get(p.id, []), catalogue.get(p.id, [])) for p in papers]
-    if digest_period:
-        return formatting.pack_digest(alerts, period=digest_period)
-    return formatting.pack_alerts(alerts)
-
-
-async def catch_up_message(
-    store: Store, chat_id: int, *, digest_period: str | None = None
-) -> Outgoing | None:
+async def catch_up_message(store: Store, chat_id: int) -> Outgoing | None:
     """One message for the chat's whole backlog of papers, however long: counts per topic, the
     best few papers, and ``/latest`` and a button per topic for the rest.
 
@@ -179,21 +153,42 @@ async def catch_up_message(
     limit = CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST  # the taste picks among more
     best_ids = await store.backlog_best_papers(chat_id, through=through, limit=limit)
     found = {p.id: p for p in await store.papers_by_ids(best_ids)}
-    candidates = [found[pid] for pid in best_ids if pid in found]
-    if taste:
-        candidates = [p for p, _ in await taste_model.scored(store, taste, candidates)]
-    candidates = candidates[:CATCH_UP_BEST]
-    tags = await store.chat_topics_for_papers(chat_id, [p.id for p in candidates])
-    best = [formatting.Alert(p, tags.get(p.id, [])) for p in candidates]
-    text, topic_buttons = formatting.catch_up(
-        total=len(row_ids), counts=counts, best=best, period=digest_period, ranked=bool(taste)
+    tags = await store.chat_topics_for_papers(chat_id, list(found))
+    candidates = [formatting.Alert(found[i], tags.get(i, [])) for i in best_ids if i in found]
+    text, rows, thread = await catch_up_view(
+        store, chat_id, total=len(row_ids), counts=counts, candidates=candidates, taste=taste
     )
-    shown = [a.paper.id for n, a in enumerate(best, 1) if f'{n}. <a href="{a.paper.url}' in text]
+    return Outgoing(chat_id, row_ids, text, folded=True, buttons=rows, thread_id=thread)
+
+
+async def catch_up_view(
+    store: Store,
+    chat_id: int,
+    *,
+    total: int,
+    counts: Sequence[tuple[Topic, int]],
+    candidates: Sequence[formatting.Alert],
+    taste: taste_model.Taste | None,
+    period: str | None = None,
+) -> tuple[str, Buttons | None, int | None]:
+    """A catch-up's text, buttons and forum thread: the best ``CATCH_UP_BEST`` of the
+    candidates (best first already; with a taste, its best of them), each with 👍 / 👎, the
+    topics' ``/latest`` buttons, and, in a forum, the topic of the chat's topic with the most
+    papers (``counts`` ranked, most first)."""
+    chosen = list(candidates)
+    if taste:
+        by_id = {a.paper.id: a for a in chosen}
+        ranked = await taste_model.scored(store, taste, [a.paper for a in chosen])
+        chosen = [by_id[p.id] for p, _ in ranked]
+    chosen = chosen[:CATCH_UP_BEST]
+    text, topic_buttons = formatting.catch_up(
+        total=total, counts=counts, best=chosen, period=period, ranked=bool(taste)
+    )
+    shown = [a.paper.id for n, a in enumerate(chosen, 1) if f'{n}. <a href="{a.paper.url}' in text]
     rows: Buttons = [buttons.rating_row(pid, number=n) for n, pid in enumerate(shown, 1)]
     rows += topic_buttons
-    # in a forum: to the topic of the chat's topic with the most papers
     thread = (await store.subscription_threads(chat_id)).get(counts[0][0].id) if counts else None
-    return Outgoing(chat_id, row_ids, text, folded=True, buttons=rows or None, thread_id=thread)
+    return text, rows or None, thread
 
 
 async def spike_message(store: Store, chat_id: int, item: OutboxItem) -> Outgoing | None:
