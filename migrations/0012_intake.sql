@@ -8,8 +8,8 @@ ALTER TABLE papers ADD COLUMN announced TEXT;
 UPDATE papers SET announced = published;
 
 -- One row per configured category set (the sorted categories, as backfill_windows keys them).
---   watermark        the next daily harvest's `from` (a day): the responseDate of the last
---                    complete harvest's first page, as arXiv's documentation advises;
+--   watermark        the next daily harvest's `from` (a day): the datestamp of the newest
+--                    record a complete harvest read (has an expected update appeared?);
 --   history_from     every paper created on or after this day is stored (a complete history
 --                    harvest from it has finished);
 --   pending_from     a history harvest in progress: the day it harvests from,
@@ -22,17 +22,15 @@ CREATE TABLE intake (
     pending_from   TEXT,
     pending_set    TEXT,
     pending_token  TEXT,
-    newest_stamp   TEXT,          -- the newest record datestamp seen: has an update appeared?
     updated_at     TEXT NOT NULL
 );
 
 -- An existing database read the search API: its backfilled days are its history, and its last
 -- successful poll (which re-read a week of submissions) is where the first harvest starts.
-INSERT INTO intake (categories, watermark, history_from, newest_stamp, updated_at)
+INSERT INTO intake (categories, watermark, history_from, updated_at)
 SELECT categories,
        (SELECT substr(max(started_at), 1, 10) FROM ingest_runs WHERE kind = 'poll' AND ok = 1),
        min(window_start),
-       (SELECT substr(max(started_at), 1, 10) FROM ingest_runs WHERE kind = 'poll' AND ok = 1),
        max(completed_at)
 FROM backfill_windows
 GROUP BY categories;

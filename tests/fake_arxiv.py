@@ -411,17 +411,25 @@ class FakeArxiv:
         finally:
             self._in_flight -= 1
 
-    async def _respond(self, scripted: Scripted, params: dict[str, str]) -> web.Response:
-        search_query = params.get("search_query", "")
+    @staticmethod
+    async def _transport_fault(scripted: Scripted) -> web.Response | None:
+        """The faults both interfaces script alike: a status (503 with Retry-After, 5xx), an
+        HTML page, a slow answer (then None: answered normally, late)."""
         if scripted.kind == "status":
             headers = {"Retry-After": scripted.retry_after} if scripted.retry_after else {}
             return web.Response(status=scripted.status, text="arXiv is busy", headers=headers)
         if scripted.kind == "html":
             return web.Response(body=HTML_ERROR_PAGE, content_type="text/html")
-        if scripted.kind == "api_error":
-            return self._atom(render_error_feed(scripted.message, search_query), scripted.status)
         if scripted.kind == "slow":
             await asyncio.sleep(scripted.seconds)
+        return None
+
+    async def _respond(self, scripted: Scripted, params: dict[str, str]) -> web.Response:
+        search_query = params.get("search_query", "")
+        if scripted.kind == "api_error":
+            return self._atom(render_error_feed(scripted.message, search_query), scripted.status)
+        if (fault := await self._transport_fault(scripted)) is not None:
+            return fault
         try:
             page, total, start, max_results = self.answer(params)
         except ValueError as exc:  # QueryError, or start/max_results not numbers
@@ -438,13 +446,8 @@ class FakeArxiv:
 
     async def _respond_oai(self, scripted: Scripted, params: dict[str, str]) -> web.Response:
         """OAI-PMH: the same scripted faults (503, 5xx, HTML, truncated, slow) as the API."""
-        if scripted.kind == "status":
-            headers = {"Retry-After": scripted.retry_after} if scripted.retry_after else {}
-            return web.Response(status=scripted.status, text="arXiv is busy", headers=headers)
-        if scripted.kind == "html":
-            return web.Response(body=HTML_ERROR_PAGE, content_type="text/html")
-        if scripted.kind == "slow":
-            await asyncio.sleep(scripted.seconds)
+        if (fault := await self._transport_fault(scripted)) is not None:
+            return fault
         body = self.oai.answer(self.papers, params, self.oai_url)
         if scripted.kind == "truncated":
             body = body[: len(body) // 2]

@@ -249,9 +249,7 @@ def build_application(
     async def post_init(app: Application) -> None:  # type: ignore[type-arg]
         store = await Store.open(settings.db, clock=clock)
         await sync_catalogue(store)
-        ingestor = Ingestor.from_settings(
-            store, settings, clock=clock, backoff=arxiv_backoff, store_elsewhere=True
-        )
+        ingestor = Ingestor.from_settings(store, settings, clock=clock, backoff=arxiv_backoff)
         thresholds = momentum.SpikeThresholds(
             min_last_4w=settings.spike_min_papers,
             min_change_pct=settings.spike_min_change_pct,

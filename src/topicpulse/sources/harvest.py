@@ -8,7 +8,9 @@ tokens to the last page. An expired token (``badResumptionToken``) starts the ha
 from its first request, at most ``max_restarts`` times: pages already handed out come again,
 and the store's upsert reads them as unchanged, so nothing is lost and nothing is stored
 twice. The caller advances its watermark (the next harvest's ``from``) only after the last
-page, to the first page's ``responseDate`` day, as arXiv's documentation advises.
+page; ``Harvest.watermark`` keeps the first page's ``responseDate``, which arXiv's
+documentation suggests, though the intake uses the newest datestamp it read (a day whose
+update had not loaded yet is then read again).
 """
 
 from __future__ import annotations

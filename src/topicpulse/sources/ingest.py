@@ -80,10 +80,8 @@ class Ingestor:
         oai_url: str,
         overlap_days: float = 7,
         clock: Callable[[], datetime] = utcnow,
-        store_elsewhere: bool = False,
     ) -> None:
         self.store = store
-        self.store_elsewhere = store_elsewhere  # accepted for callers; pages parse in a thread
         self.client = client
         self.harvester = OaiHarvester(client, oai_url)
         self.categories = list(categories)
@@ -102,7 +100,6 @@ class Ingestor:
         *,
         clock: Callable[[], datetime] = utcnow,
         backoff: float = 5.0,
-        store_elsewhere: bool = False,
     ) -> Ingestor:
         """An ingestor with its own arXiv client, configured from the settings (close it with
         ``await ingestor.client.aclose()``)."""
@@ -121,7 +118,6 @@ class Ingestor:
             oai_url=settings.arxiv_oai_url,
             overlap_days=settings.overlap_days,
             clock=clock,
-            store_elsewhere=store_elsewhere,
         )
 
     @property
@@ -135,8 +131,9 @@ class Ingestor:
             return await self._round("poll", self._harvest_new)
 
     async def newest_stamp(self) -> str | None:
-        """The newest record datestamp any intake has seen (has an update appeared?)."""
-        return (await self.store.intake_state(self.categories_key)).newest_stamp
+        """The day of the newest record the intake has read, its watermark (has an expected
+        update appeared?)."""
+        return (await self.store.intake_state(self.categories_key)).watermark
 
     async def _harvest_new(self, result: UpsertResult) -> None:
         state = await self.store.intake_state(self.categories_key)
@@ -149,7 +146,7 @@ class Ingestor:
                 return
         else:
             since = (self.clock() - self.overlap).date()
-        newest = state.newest_stamp or ""
+        newest = since.isoformat()
         read_on: dict[str, set[str]] = {}  # datestamp → ids read with it
         for set_spec in self.sets:
             async for page in self.harvester.pages(set_spec, since, Harvest()):
@@ -158,14 +155,8 @@ class Ingestor:
                     read_on.setdefault(record.datestamp, set()).add(record.arxiv_id)
         # The next harvest starts at the newest datestamp read (inclusive: a day's records
         # that arrive after this harvest are read then), never later than what was read.
-        watermark = newest[:10] or since.isoformat()
-        self._read_on = read_on.get(watermark, set())
-        await self.store.save_intake(
-            IntakeUpdate(
-                self.categories_key,
-                {"watermark": max(watermark, since.isoformat()), "newest_stamp": newest or None},
-            )
-        )
+        self._read_on = read_on.get(newest, set())
+        await self.store.save_intake(IntakeUpdate(self.categories_key, {"watermark": newest}))
 
     async def _changed_since(self, watermark: date) -> bool:
         """Whether the headers since the watermark day hold a later datestamp, or a record of

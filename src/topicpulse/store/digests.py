@@ -23,6 +23,7 @@ import aiosqlite
 from topicpulse.models import Chat
 from topicpulse.store import rows
 from topicpulse.store.database import Database
+from topicpulse.store.outbox import mark_rows_sent
 
 
 class DigestQueries(Database):
@@ -75,11 +76,7 @@ class DigestQueries(Database):
         changed since ``chat`` was read (then the command that changed it set its own)."""
         now = self._now()
         async with self._write() as conn:
-            await conn.executemany(
-                "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1"
-                " WHERE id = ? AND state = 'pending'",
-                [(now, i) for i in outbox_ids],
-            )
+            await mark_rows_sent(conn, outbox_ids, now)
             if through is None:
                 await conn.executemany(
                     "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at, state,"

@@ -17,12 +17,11 @@ from topicpulse.store.database import Database
 @dataclass(frozen=True, slots=True)
 class IntakeState:
     categories: str
-    watermark: str | None = None  # YYYY-MM-DD: the next daily harvest's `from`
+    watermark: str | None = None  # YYYY-MM-DD: the newest record read; the next `from`
     history_from: str | None = None  # papers created from this day on are all stored
     pending_from: str | None = None  # a history harvest in progress: its `from` day,
     pending_set: str | None = None  # the set it is reading,
     pending_token: str | None = None  # and the token of its next page (None: the first)
-    newest_stamp: str | None = None  # the newest record datestamp seen (YYYY-MM-DD)
 
 
 _FIELDS = tuple(f.name for f in fields(IntakeState) if f.name != "categories")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import aiosqlite
+
 from topicpulse.models import OutboxItem, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
@@ -93,13 +95,8 @@ class OutboxQueries(Database):
     # ------------------------------------------------------------------ outcomes
 
     async def mark_sent(self, outbox_ids: Sequence[int]) -> None:
-        now = self._now()
         async with self._write() as conn:
-            await conn.executemany(
-                "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1"
-                " WHERE id = ? AND state = 'pending'",
-                [(now, i) for i in outbox_ids],
-            )
+            await mark_rows_sent(conn, outbox_ids, self._now())
 
     async def mark_maybe_sent(self, outbox_ids: Sequence[int], doubt: str) -> None:
         """Telegram took the message but its answer never came (a read timeout): it was most
@@ -188,3 +185,12 @@ class OutboxQueries(Database):
             removed += count
             if count < PRUNE_SLICE:
                 return removed
+
+
+async def mark_rows_sent(conn: aiosqlite.Connection, outbox_ids: Sequence[int], now: str) -> None:
+    """Settle pending rows as sent (inside the caller's transaction)."""
+    await conn.executemany(
+        "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1"
+        " WHERE id = ? AND state = 'pending'",
+        [(now, i) for i in outbox_ids],
+    )

@@ -131,18 +131,7 @@ class RatingQueries(Database):
             " WHERE r.chat_id = ? ORDER BY r.rated_at, r.item",
             (chat_id,),
         )
-        return [
-            Rating(
-                item=r["item"],
-                paper_id=r["paper_id"],
-                value=r["value"],
-                source=r["source"],
-                title=r["title"],
-                abstract=r["abstract"],
-                rated_at=r["rated_at"],
-            )
-            for r in found
-        ]
+        return [rows.model(Rating, r) for r in found]
 
     async def rating_counts(self, chat_id: int) -> tuple[int, int]:
         """(👍, 👎) of the chat."""
@@ -175,20 +164,9 @@ class RatingQueries(Database):
     # ------------------------------------------------------------------ tastes
     async def taste(self, chat_id: int) -> TasteRow | None:
         row = await self._row(
-            "SELECT chat_id, hold_back, changed, trained, model, trained_at FROM tastes"
-            " WHERE chat_id = ?",
-            (chat_id,),
+            f"SELECT {rows.columns(TasteRow)} FROM tastes WHERE chat_id = ?", (chat_id,)
         )
-        if row is None:
-            return None
-        return TasteRow(
-            chat_id=row["chat_id"],
-            hold_back=bool(row["hold_back"]),
-            changed=row["changed"],
-            trained=row["trained"],
-            model=row["model"],
-            trained_at=row["trained_at"],
-        )
+        return rows.model(TasteRow, row, flags=("hold_back",)) if row else None
 
     async def tastes_due(self, limit: int = 1000) -> list[int]:
         """Chats whose ratings changed since their model was trained."""

@@ -106,7 +106,7 @@ PAPER_WRITE_COLUMNS = (
 )
 
 
-def _model(cls: type[M], row: sqlite3.Row, *, flags: tuple[str, ...] = ()) -> M:
+def model(cls: type[M], row: sqlite3.Row, *, flags: tuple[str, ...] = ()) -> M:
     """A dataclass from the row's columns of the same names (``flags``: 0/1 → bool)."""
     values = {f.name: row[f.name] for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     for name in flags:
@@ -115,16 +115,16 @@ def _model(cls: type[M], row: sqlite3.Row, *, flags: tuple[str, ...] = ()) -> M:
 
 
 def topic(row: sqlite3.Row) -> Topic:
-    return _model(Topic, row, flags=("active",))
+    return model(Topic, row, flags=("active",))
 
 
 def episode(row: sqlite3.Row) -> SpikeEpisode:
-    return _model(SpikeEpisode, row)
+    return model(SpikeEpisode, row)
 
 
 def chat(row: sqlite3.Row) -> Chat:
-    return _model(Chat, row, flags=("active", "paused", "spikes"))
+    return model(Chat, row, flags=("active", "paused", "spikes"))
 
 
 def outbox_item(row: sqlite3.Row) -> OutboxItem:
-    return _model(OutboxItem, row)
+    return model(OutboxItem, row)
