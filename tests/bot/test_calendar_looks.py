@@ -1,6 +1,7 @@
-"""The running bot looks at arXiv when arXiv's calendar says (TOPICPULSE_POLL_SECONDS unset):
-its first look at start, then shortly after the next expected update, or again soon while an
-expected update has not appeared; with the variable set, every N seconds instead."""
+"""arXiv as the running bot reads it: it looks when arXiv's calendar says (TOPICPULSE_POLL_SECONDS
+unset) — its first look at start, then shortly after the next expected update, or again soon
+while an expected update has not appeared; with the variable set, every N seconds instead —
+and asks the search API only for a paper by id that it does not hold yet."""
 
 from __future__ import annotations
 
@@ -42,3 +43,18 @@ async def test_a_polling_interval_replaces_the_calendar(tmp_path: Path) -> None:
         assert bot.pipeline.schedule is None
         [job] = poll_jobs(bot)
         assert job.trigger.interval == timedelta(seconds=600)
+
+
+async def test_paper_and_follow_like_fetch_a_paper_not_stored_yet_by_id(tmp_path: Path) -> None:
+    """Issue 22 §4: the search API serves lookups by id (``id_list``) and nothing else."""
+    async with bot_session(tmp_path) as bot:
+        bot.arxiv.add(paper(77, "Verifier-guided decoding for math word problems"))
+        bot.arxiv.reset_requests()
+        card = await bot.say(1001, "/paper 2611.00077")
+        assert card.text is not None and "Verifier-guided decoding" in card.text
+        (request,) = bot.arxiv.requests
+        assert request.path == "/api/query" and request.params["id_list"] == "2611.00077"
+        assert await bot.store.get_paper("2611.00077") is not None
+        bot.arxiv.reset_requests()
+        await bot.ask(1001, "/follow like 2611.00077")  # stored now: no request
+        assert bot.arxiv.requests == []
