@@ -300,3 +300,48 @@ async def test_a_group_that_becomes_a_supergroup_keeps_its_settings_and_spelling
         assert await store.chat(-1) is None
     finally:
         await store.close()
+
+
+async def test_delivered_papers_leave_the_outbox_within_a_day(tmp_path: Path) -> None:
+    """The outbox is a queue: an hour after a paper was queued and sent plainly its row goes
+    at the daily upkeep (issue 25: the store grows with papers, not with chats × papers). What
+    is a record stays to the long horizon: a drop's reason, a doubtful send, a digest's
+    papers past its chat's watermark (sent in a first message, the last not gone yet). And
+    the pruned paper is still never queued again, in a new version either."""
+    clock = MovableClock(NOW)
+    store = await Store.open(tmp_path / "queue.db", clock=clock)
+    try:
+        await store.ensure_chat(1)
+        await store.ensure_chat(2)
+        async with store._write() as conn:  # (set-up: chat 2 takes daily digests)
+            await conn.execute("UPDATE chats SET mode = 'daily' WHERE chat_id = 2")
+        topic = await custom_topic(store, "alpha")
+        await store.subscribe(1, topic.id)
+        papers = [
+            make_paper(f"2611.0002{n}", iso(NOW - timedelta(hours=2)), title=f"Alpha {n}")
+            for n in range(3)
+        ]
+        await store.upsert_papers(papers)
+        assert (await match_new_papers(store, clock=clock)).alerts_queued == 3
+        sent, doubtful, dropped = [i.id for i in await store.pending_for_chat(1)]
+        await store.mark_sent([sent])
+        await store.mark_maybe_sent([doubtful], "read timeout")
+        await store.drop_outbox([dropped], "Forbidden: bot was blocked by the user")
+        digest_chat = await store.chat(2)
+        assert digest_chat is not None
+        first = await store.get_paper(papers[0].arxiv_id)
+        assert first is not None
+        await store.settle_digest(digest_chat, outbox_ids=[], paper_ids=[first.id], through=None)
+        assert await store.outbox_counts() == {"sent": 3, "dropped": 1}
+
+        clock.now = NOW + timedelta(minutes=30)  # too soon: the hour is not over
+        assert (await run_maintenance(store, now=clock.now)).outbox_rows == 0
+        clock.now = NOW + timedelta(hours=2)
+        pruned = await run_maintenance(store, now=clock.now)
+
+        assert pruned.outbox_rows == 1
+        assert await store.outbox_counts() == {"sent": 2, "dropped": 1}
+        await store.upsert_papers([make_paper(papers[0].arxiv_id, iso(NOW), version=2)])
+        assert (await match_new_papers(store, clock=clock)).alerts_queued == 0
+    finally:
+        await store.close()

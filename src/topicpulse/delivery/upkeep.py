@@ -1,9 +1,12 @@
 """Daily upkeep: prune what has no further use, so the database grows with papers only.
 
-- Sent and dropped outbox rows older than ``OUTBOX_HORIZON``. Deduplication needs them only
-  while a round could still queue their paper again, and a round queues only papers stored in
-  that round and first published within ``matching.ALERT_MAX_AGE``: the horizon is well past
-  both. Pending rows are never touched.
+- Papers delivered plainly, an hour after they were queued (``DELIVERED_HORIZON``): the
+  outbox is a queue, so the store grows with papers and chats, not with chats × papers
+  (issue 25). No round can queue such a paper again: the fan-out starts past the engine's
+  watermark and a digest past the chat's, and a paper keeps its row across versions.
+- Every other settled row (dropped, doubtful sends, spike alerts, a digest's rows past its
+  chat's watermark) after ``OUTBOX_HORIZON``: their reasons are the record. Pending rows are
+  never touched.
 - Custom topics nobody has followed for ``UNFOLLOWED_GRACE`` (the Undo button and a change of
   mind keep working for that long), with their matches.
 - Ingestion runs older than ``RUNS_HORIZON`` (the latest of each kind always stays).
@@ -21,15 +24,14 @@ from datetime import datetime, timedelta
 
 from topicpulse.models import iso, utcnow
 from topicpulse.store import Store
-from topicpulse.topics.matching import ALERT_MAX_AGE
 
 log = logging.getLogger(__name__)
 
 OUTBOX_HORIZON = timedelta(days=30)
+DELIVERED_HORIZON = timedelta(hours=1)
 UNFOLLOWED_GRACE = timedelta(days=7)
 RUNS_HORIZON = timedelta(days=30)
 SHARED_QUERY_HORIZON = timedelta(days=90)
-assert OUTBOX_HORIZON > 2 * ALERT_MAX_AGE  # a pruned row's paper can never be queued again
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,9 @@ async def run_maintenance(store: Store, *, now: datetime | None = None) -> Prune
     """Prune the store as of ``now`` and log what was removed."""
     now = now or utcnow()
     before = await store.used_bytes()
-    outbox_rows = await store.prune_outbox(iso(now - OUTBOX_HORIZON))
+    outbox_rows = await store.prune_outbox(
+        iso(now - OUTBOX_HORIZON), delivered_before=iso(now - DELIVERED_HORIZON)
+    )
     topics, matches = await store.prune_unfollowed_topics(iso(now - UNFOLLOWED_GRACE))
     runs = await store.prune_runs(iso(now - RUNS_HORIZON))
     shared = await store.prune_shared_queries(iso(now - SHARED_QUERY_HORIZON))

@@ -25,8 +25,9 @@ from typing import Any
 
 import aiosqlite
 
-from topicpulse.models import iso, utcnow
+from topicpulse.models import StoredPaper, Topic, iso, utcnow
 from topicpulse.store import lock
+from topicpulse.store.cache import ReadCache
 from topicpulse.store.readers import ReaderPool
 
 log = logging.getLogger(__name__)
@@ -121,6 +122,9 @@ class Database:
         # percent (a common term's count costs a scan of its whole posting list).
         self._term_documents: dict[str, int] = {}
         self._term_documents_papers = 0
+        # the papers of a round and their catalogue tags, read alike by every chat
+        self._paper_cache: ReadCache[StoredPaper] = ReadCache()
+        self._tag_cache: ReadCache[tuple[Topic, ...]] = ReadCache()
 
     def _now(self) -> str:
         return iso(self.clock())

@@ -85,6 +85,8 @@ class PaperQueries(Database):
                 result.updated = len(updates)
             if intake is not None:
                 await write_intake(conn, intake, now)
+        if inserts or updates:
+            self._paper_cache.clear()
         return result
 
     @staticmethod
@@ -109,14 +111,18 @@ class PaperQueries(Database):
         return rows.stored_paper(row) if row else None
 
     async def papers_by_ids(self, ids: Sequence[int]) -> list[StoredPaper]:
-        """Papers with these row ids, in the order given (unknown ids are skipped)."""
-        by_id: dict[int, StoredPaper] = {}
-        for chunk in rows.chunks(ids):
+        """Papers with these row ids, in the order given (unknown ids are skipped). Read
+        through the store's cache: every chat of a round asks for the same papers."""
+        by_id, missing = self._paper_cache.split(ids)
+        read: dict[int, StoredPaper] = {}
+        for chunk in rows.chunks(missing):
             for row in await self._rows(
                 f"SELECT {rows.PAPER_COLUMNS} FROM papers WHERE id IN ({rows.marks(chunk)})",
                 chunk,
             ):
-                by_id[row["id"]] = rows.stored_paper(row)
+                read[row["id"]] = rows.stored_paper(row)
+        self._paper_cache.put(read)
+        by_id.update(read)
         return [by_id[i] for i in ids if i in by_id]
 
     async def papers_after(self, paper_id: int, limit: int | None = None) -> list[StoredPaper]:

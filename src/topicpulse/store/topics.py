@@ -35,6 +35,7 @@ class TopicQueries(Database):
         self, *, slug: str, name: str, description: str, query: str, normalised: str, fts: str
     ) -> int:
         """Insert or update a catalogue topic; a changed query re-matches all stored papers."""
+        self._tag_cache.clear()  # (the catalogue's tags change)
         async with self._write() as conn:
             async with conn.execute("SELECT id, fts FROM topics WHERE slug = ?", (slug,)) as cur:
                 row = await cur.fetchone()
@@ -59,6 +60,7 @@ class TopicQueries(Database):
     async def deactivate_catalogue_topics(self, keep_slugs: Iterable[str]) -> int:
         keep = list(keep_slugs)
         in_keep = rows.marks(keep) or "''"
+        self._tag_cache.clear()  # (the catalogue's tags change)
         async with self._write() as conn:
             cur = await conn.execute(
                 "UPDATE topics SET active = 0 WHERE kind = 'catalogue' AND active = 1"
@@ -134,6 +136,7 @@ class TopicQueries(Database):
         )
         if row is None or row["live"] or topic.matched_through >= row["newest"]:
             return
+        self._tag_cache.clear()  # (the catalogue's tags change)
         async with self._write() as conn:
             await self._rematch(conn, topic.id, topic.fts)
 
@@ -142,6 +145,7 @@ class TopicQueries(Database):
         expression and re-match the stored papers with it (no alerts for them) — now for a
         live topic, and for one nobody follows when it is next read (``refresh_topic_matches``),
         so a start does not re-match every abandoned query."""
+        self._tag_cache.clear()  # (the catalogue's tags change)
         async with self._write() as conn:
             await conn.execute("UPDATE topics SET fts = ? WHERE id = ?", (fts, topic_id))
             async with conn.execute(
@@ -194,6 +198,7 @@ class TopicQueries(Database):
     async def catch_up(self, topic: Topic, through: int) -> None:
         """Match a lagging live topic (e.g. its only chat came back) against the papers up to
         ``through`` without queueing alerts, so the next round starts where the others are."""
+        self._tag_cache.clear()  # (the catalogue's tags change)
         async with self._write() as conn:
             await self._rematch(conn, topic.id, topic.fts, through=through)
 
@@ -273,6 +278,7 @@ class TopicQueries(Database):
         assembled from the matches at its time (``store.digests``). Returns the outbox rows added.
         """
         now = self._now()
+        self._tag_cache.clear()  # (the catalogue's tags change)
         async with self._write() as conn:
             async with conn.execute(
                 "SELECT coalesce(max(value), 0) AS v FROM engine_state"
@@ -319,7 +325,19 @@ class TopicQueries(Database):
     async def paper_topics(
         self, paper_ids: Sequence[int], kind: str | None = None
     ) -> dict[int, list[Topic]]:
-        """Topics matching each paper (e.g. the catalogue tags shown under a paper)."""
+        """Topics matching each paper (e.g. the catalogue tags shown under a paper; those are
+        read through the store's cache: every chat of a round asks for the same papers')."""
+        if kind == "catalogue":
+            cached, missing = self._tag_cache.split(paper_ids)
+            found = {pid: list(topics) for pid, topics in cached.items()}
+            found |= await self._paper_topics(missing, kind)
+            self._tag_cache.put({pid: tuple(found[pid]) for pid in missing})
+            return {pid: found[pid] for pid in paper_ids}
+        return await self._paper_topics(paper_ids, kind)
+
+    async def _paper_topics(
+        self, paper_ids: Sequence[int], kind: str | None
+    ) -> dict[int, list[Topic]]:
         found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
         kind_clause = "AND t.kind = ?" if kind else ""
         for chunk in rows.chunks(paper_ids):
