@@ -124,7 +124,13 @@ class Delivery(Courier):
                     self._busy.discard(chat_id)
 
         try:
-            await asyncio.gather(*(worker() for _ in range(self.concurrency)))
+            # the first chat read before any worker starts: a pass with nothing to do (most of
+            # them, every few seconds) costs its queries, not `concurrency` tasks
+            first = await next_chat()
+            if first is not None:
+                self._busy.discard(first)
+                queue.appendleft(first)
+                await asyncio.gather(*(worker() for _ in range(self.concurrency)))
         finally:
             for chart in charts.values():
                 chart.cancel()
