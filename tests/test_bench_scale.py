@@ -1,7 +1,8 @@
 """The scale simulation, scaled down for every run of the suite (issue 25 §5): 150 chats for a
 simulated day through the real engine on a virtual clock, and the invariants of
 the full run — nothing lost or twice, no 429, no digest later than its time allows, instant
-alerts within the ceiling's time plus a minute, and no outbox rows held for digest chats."""
+alerts within the ceiling's time plus a minute, and an outbox that holds only what is
+still to be sent."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def test_the_scaled_down_week_keeps_the_full_runs_invariants(tmp_path: Path) -> 
     assert result["digests_sent"] > 0.8 * result["digests_due"]  # (some digests are empty)
     assert result["digests_late_15min"] == 0 and result["digests_late_ceiling_bound"] == 0
     assert result["instant_beyond_ceiling_plus_1min"] == 0
-    # rows for instant chats' papers only (digests are assembled from the matches); a
-    # two-message digest's first message leaves a few
-    assert result["outbox_rows_end"] <= result["owed_papers_instant"] * 1.02 + 500
+    # the outbox is a queue: digests are assembled from the matches, and the instant chats'
+    # delivered papers leave it at the daily upkeep (a two-message digest's first message
+    # leaves a few rows until its last goes)
+    assert result["outbox_rows_end"] <= result["owed_papers_instant"] * 0.01 + 50
     assert result["reply_probes_idle"] > 0 and result["reply_p95_idle_ms"] < 5_000
