@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from topicpulse.delivery.buttons import rate_data
+from topicpulse.delivery.buttons import rate_data, why_data
 from topicpulse.delivery.chats import SHARE_CODE
 
 MAX_DATA = 64  # bytes: Telegram's limit on callback_data
@@ -103,6 +103,36 @@ class Why:
     paper_id: int
 
 
+@dataclass(frozen=True, slots=True)
+class LeaveOut:
+    """ "Leave out X" under an offer to refine a topic from 👎: accept it."""
+
+    refinement_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class NoThanks:
+    """ "No thanks" under such an offer: never offered again."""
+
+    refinement_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutBack:
+    """↩️ Undo under "Left out X": the papers about it are back in the topic."""
+
+    refinement_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class PutBackListed:
+    """✖ beside a left-out word in /taste: the same, then /taste is redrawn."""
+
+    refinement_id: int
+
+
+Refining = LeaveOut | NoThanks | PutBack | PutBackListed
+
 Button = (
     FollowTopic
     | Undo
@@ -115,7 +145,9 @@ Button = (
     | Rate
     | ShowHeld
     | Why
+    | Refining
 )
+_REFINING: dict[type, str] = {LeaveOut: "lo", NoThanks: "ln", PutBack: "lu", PutBackListed: "lr"}
 
 _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"f:{_ID}"), FollowTopic),
@@ -125,6 +157,7 @@ _PATTERNS: list[tuple[re.Pattern[str], type]] = [
     (re.compile(rf"m:{_ID}"), MoreLike),
     (re.compile(rf"a:{_ID}"), AskAbout),
     (re.compile(rf"w:{_ID}"), Why),
+    *((re.compile(rf"{prefix}:{_ID}"), kind) for kind, prefix in _REFINING.items()),
 ]
 _RATE = re.compile(rf"r:{_ID}:([+-])")
 _SHARED = re.compile(rf"fq:({SHARE_CODE.pattern})")
@@ -151,7 +184,9 @@ def encode(button: Button) -> str:
     if isinstance(button, ShowHeld):
         return "hb"
     if isinstance(button, Why):
-        return f"w:{button.paper_id}"
+        return why_data(button.paper_id)
+    if isinstance(button, LeaveOut | NoThanks | PutBack | PutBackListed):
+        return f"{_REFINING[type(button)]}:{button.refinement_id}"
     prefix = {FollowTopic: "f", Undo: "u", UnfollowFromList: "ul", LatestOf: "l", AskAbout: "a"}[
         type(button)
     ]

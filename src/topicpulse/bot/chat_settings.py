@@ -10,7 +10,7 @@ from telegram.ext import ContextTypes
 
 from topicpulse.bot import views
 from topicpulse.bot.common import arg_text, chat_id_of, command, reply, services
-from topicpulse.delivery import chats
+from topicpulse.delivery import chats, weekly
 from topicpulse.delivery.chats import UserError
 from topicpulse.delivery.formatting import esc
 from topicpulse.models import iso
@@ -22,6 +22,7 @@ async def digest(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     tp = services(context)
     args = arg_text(context).split()
     chat = await chats.set_digest(tp.store, chat_id_of(update), args, now=tp.clock())
+    await weekly.reschedule(tp.store, chat, tp.clock())  # (the weekly /foryou comes with it)
     await reply(update, f"Delivery: <b>{esc(chats.describe_schedule(chat))}</b>.")
 
 
@@ -34,6 +35,7 @@ async def timezone(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         await reply(update, "Which time zone? E.g. <code>/timezone Europe/Berlin</code>.")
         return
     chat = await chats.set_timezone(tp.store, chat_id_of(update), text, now=tp.clock())
+    await weekly.reschedule(tp.store, chat, tp.clock())
     await reply(
         update,
         f"Time zone set to <b>{esc(chat.timezone)}</b> ({esc(chats.describe_schedule(chat))}).",

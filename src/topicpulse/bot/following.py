@@ -24,7 +24,7 @@ from topicpulse.bot.common import (
     services,
     thread_of,
 )
-from topicpulse.delivery import chats
+from topicpulse.delivery import chats, refine
 from topicpulse.delivery.formatting import MAX_MESSAGE, esc, shorten, tg_len
 from topicpulse.insight import momentum
 from topicpulse.topics.catalogue import find_catalogue_topic
@@ -111,6 +111,7 @@ async def _list_view(tp: BotContext, chat_id: int) -> tuple[list[str], views.Key
     now = tp.clock()
     topics = [s.topic for s in await tp.store.subscriptions(chat_id)]
     moments = await momentum.compute_many(tp.store, topics, as_of=now)
+    moments = await refine.viewed_moments(tp.store, chat_id, topics, moments, now)
     return views.followed_list(chat, list(zip(topics, moments, strict=True)))
 
 

@@ -23,7 +23,15 @@ from telegram.ext import (
     filters,
 )
 
-from topicpulse.bot import asking, callbacks, chat_settings, following, rating, reading
+from topicpulse.bot import (
+    asking,
+    callbacks,
+    chat_settings,
+    following,
+    rating,
+    reading,
+    refining,
+)
 from topicpulse.bot.common import (
     COMMAND_RATE,
     NOT_ADMIN,
@@ -89,7 +97,8 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
         callbacks.FollowTopic
         | callbacks.Undo
         | callbacks.UnfollowFromList
-        | callbacks.FollowShared,
+        | callbacks.FollowShared
+        | callbacks.Refining,  # (refining a topic changes what the chat follows)
     )
     if changes and not await is_admin(update, context):
         await query.answer(NOT_ADMIN, show_alert=True)
@@ -116,6 +125,14 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 await rating.show_held_button(update, context, button)
             case callbacks.Why():
                 await rating.why_button(update, context, button)
+            case callbacks.LeaveOut():
+                await refining.leave_out_button(update, context, button)
+            case callbacks.NoThanks():
+                await refining.no_thanks_button(update, context, button)
+            case callbacks.PutBack():
+                await refining.put_back_button(update, context, button)
+            case callbacks.PutBackListed():
+                await rating.put_back_listed_button(update, context, button)
 
 
 # ---------------------------------------------------------------------------------- fallbacks

@@ -16,20 +16,22 @@ from telegram.constants import ChatType
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
-from topicpulse.bot import callbacks, views
+from topicpulse.bot import callbacks, refining, views
 from topicpulse.bot.common import (
     NOT_ADMIN,
     BotContext,
     arg_text,
     chat_id_of,
     command,
+    edit_message,
     is_admin,
     markup,
     reply,
+    reply_view,
     services,
 )
 from topicpulse.bot.views import Keyboard
-from topicpulse.delivery import formatting, tastes
+from topicpulse.delivery import formatting, refine, tastes, weekly
 from topicpulse.delivery.chats import UserError
 from topicpulse.models import StoredPaper
 from topicpulse.sources import references
@@ -57,6 +59,8 @@ async def rate_button(
     await query.answer(views.rated(value))
     tp.on_rated(chat_id)
     await _show_ratings(tp, query, chat_id)
+    if value < 0:  # several 👎 in a topic that share a word: offer to leave it out, once
+        await refining.offer_after_dislike(update, context, chat_id, found[0])
 
 
 async def _show_ratings(tp: BotContext, query: CallbackQuery, chat_id: int) -> None:
@@ -134,7 +138,7 @@ async def taste_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     chat_id = chat_id_of(update)
     text = arg_text(context)
     if not text:
-        await reply(update, views.taste_summary(await tastes.summary(tp.store, chat_id)))
+        await reply_view(update, await taste_page(tp, chat_id))
         return
     if not await is_admin(update, context):
         await reply(update, NOT_ADMIN)
@@ -153,6 +157,30 @@ async def taste_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> N
     result = await tastes.import_ids(tp.store, chat_id, text)
     tp.on_rated(chat_id)
     await reply(update, views.imported(result))
+
+
+async def taste_page(tp: BotContext, chat_id: int) -> views.View:
+    """/taste's summary, the words the chat left out of its topics, the weekly /foryou."""
+    summary = await tastes.summary(tp.store, chat_id)
+    left = await refine.left_out(tp.store, chat_id)
+    line = weekly.describe(await tp.store.chat(chat_id), await tp.store.taste(chat_id))
+    return views.taste_summary(summary, left, line)
+
+
+async def put_back_listed_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.PutBackListed
+) -> None:
+    """✖ beside a left-out word in /taste: put it back, redraw /taste."""
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None
+    chat_id = chat_id_of(update)
+    decided = await refine.restore(tp.store, chat_id, button.refinement_id)
+    if decided is None:
+        await query.answer(callbacks.EXPIRED)
+        return
+    await query.answer(f"Back: {formatting.shorten(decided.term, 60)}")
+    await edit_message(tp, query, await taste_page(tp, chat_id))
 
 
 def is_import(update: Update) -> bool:
@@ -214,8 +242,13 @@ async def show_held_button(
 
 @command()
 async def for_you_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/foryou — the last 7 days' papers your taste rates highest that your topics missed."""
+    """/foryou [weekly | off] — the last 7 days' papers your taste rates highest that your
+    topics missed; ``weekly``: the same as a message once a week (``off``: no more)."""
     tp = services(context)
+    word = arg_text(context).casefold()
+    if word:
+        await _weekly_setting(update, context, word)
+        return
     found = await tastes.for_you(tp.store, chat_id_of(update), tp.clock())
     if found is None:
         await reply(update, "No taste yet: rate a few papers with 👍 / 👎, or see /taste.")
@@ -224,6 +257,21 @@ async def for_you_command(update: Update, context: ContextTypes.DEFAULT_TYPE) ->
     else:
         header = "✨ <b>For you</b> — outside your topics, the last 7 days, best first:"
         await reply_papers(update, context, [p for p, _ in found], header, why=True)
+
+
+async def _weekly_setting(update: Update, context: ContextTypes.DEFAULT_TYPE, word: str) -> None:
+    """``/foryou weekly`` (or ``on``) and ``/foryou off``: a setting, for a group's admins."""
+    if word not in ("weekly", "on", "off"):
+        raise UserError("Use /foryou, /foryou weekly or /foryou off.")
+    if not await is_admin(update, context):
+        await reply(update, NOT_ADMIN)
+        return
+    tp = services(context)
+    chat = await tp.store.chat(chat_id_of(update))
+    assert chat is not None  # (the command registered it)
+    due = await weekly.set_weekly(tp.store, chat, word != "off", tp.clock())
+    up, _ = await tp.store.rating_counts(chat.chat_id)
+    await reply(update, views.weekly_set(chat, due, up))
 
 
 async def why_button(

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
 from topicpulse.bot import callbacks
-from topicpulse.delivery import buttons, chats, formatting, tastes
+from topicpulse.delivery import buttons, chats, formatting, refine, tastes, weekly
 from topicpulse.delivery.formatting import esc, shorten
 from topicpulse.insight import taste
 from topicpulse.insight.momentum import Momentum
 from topicpulse.models import Chat, StoredPaper, Topic, parse_iso
+from topicpulse.store import Refinement
 from topicpulse.wording import plural
 
 TOPICS_PER_PAGE = 8
@@ -286,13 +288,25 @@ TASTE_HELP = (
 )
 
 
-def taste_summary(summary: tastes.Summary) -> str:
-    """/taste: what the bot has learned from this chat's ratings, and how to teach it."""
+LeftOut = Sequence[tuple[Refinement, str]]  # a word left out, and the topic's name
+
+
+def taste_summary(summary: tastes.Summary, left: LeftOut = (), weekly: str = "") -> View:
+    """/taste: what the bot has learned from this chat's ratings, how to teach it, the words it
+    leaves out of topics (each with ✖ to put it back) and the weekly /foryou."""
+    extra = [f"✂️ Left out of <b>{esc(shorten(name, 60))}</b>: {esc(x.term)}" for x, name in left]
+    extra += [esc(weekly)] if weekly else []
+    keyboard: Keyboard = [
+        [button(f"✖ {shorten(x.term, 20)} ({shorten(name, 30)})", callbacks.PutBackListed(x.id))]
+        for x, name in left
+    ]
+    more = "\n".join(extra) + "\n\n" if extra else ""
     if not summary.up and not summary.down:
-        return (
+        return View(
             "🎯 <b>Your taste</b>: nothing learned yet. With a few ratings, digests list papers "
             "in your order (best first) and instant alerts hold back what you would not want "
-            f"(after {taste.MIN_UP} 👍 and {taste.MIN_DOWN} 👎).\n\n{TASTE_HELP}"
+            f"(after {taste.MIN_UP} 👍 and {taste.MIN_DOWN} 👎).\n\n{more}{TASTE_HELP}",
+            keyboard,
         )
     lines = [f"🎯 <b>Your taste</b>: {summary.up} 👍 · {summary.down} 👎"]
     if summary.liked_words:
@@ -310,7 +324,22 @@ def taste_summary(summary: tastes.Summary) -> str:
         lines.append("Holding back: on — alerts keep unlikely papers in a quiet list.")
     else:
         lines.append(f"Holding back starts after {taste.MIN_UP} 👍 and {taste.MIN_DOWN} 👎.")
-    return "\n".join(lines) + f"\n\n{TASTE_HELP}"
+    return View("\n".join(lines) + f"\n\n{more}{TASTE_HELP}", keyboard)
+
+
+def weekly_set(chat: Chat, due: datetime | None, liked: int) -> str:
+    """The answer to /foryou weekly or /foryou off."""
+    if due is None:
+        return "Weekly /foryou is off. /foryou still lists them whenever you ask."
+    first = due.astimezone(ZoneInfo(chat.timezone))
+    text = (
+        f"✨ Weekly /foryou is on: {esc(weekly.when(chat))}, the week's papers your taste "
+        f"rates highest outside your topics (first: {first:%a %d %b %H:%M}). "
+        "<code>/foryou off</code> stops it."
+    )
+    if liked < weekly.MIN_LIKED:
+        text += f" It starts once your taste has {weekly.MIN_LIKED} 👍 (now {liked})."
+    return text
 
 
 def imported(result: tastes.ImportResult) -> str:
@@ -322,3 +351,50 @@ def imported(result: tastes.ImportResult) -> str:
     if result.skipped:
         parts.append(f"{result.skipped} skipped (no arXiv id, no abstract)")
     return " · ".join(parts) + ". /taste shows what I learned."
+
+
+# ---------------------------------------------------------------------------------- refining
+def refine_offer(offer: refine.Offer) -> View:
+    """After a 👎: the offer to leave a word out of one of the chat's topics."""
+    return View(
+        f"✂️ Leave out papers about <b>{esc(offer.term)}</b> from "
+        f"<b>{esc(shorten(offer.topic, 80))}</b>?\n"
+        f"{offer.disliked} of your 👎 there mention it, none of your 👍.",
+        [
+            [
+                button(f"✂️ Leave out {shorten(offer.term, 30)}", callbacks.LeaveOut(offer.id)),
+                button("No thanks", callbacks.NoThanks(offer.id)),
+            ]
+        ],
+    )
+
+
+def left_out(decided: refine.Decided) -> View:
+    """An offer accepted, with ↩️ Undo."""
+    lines = [
+        f"✂️ Left out papers about <b>{esc(decided.term)}</b> from "
+        f"<b>{esc(shorten(decided.topic, 80))}</b>."
+    ]
+    if decided.query is not None:
+        lines.append(f"Now following <code>{esc(shorten(decided.query, 200))}</code>.")
+    else:
+        lines.append("Papers another of your topics matches still arrive.")
+    lines.append("/taste lists what you left out.")
+    return View("\n".join(lines), [[button("↩️ Undo", callbacks.PutBack(decided.id))]])
+
+
+def put_back(decided: refine.Decided) -> View:
+    """A left-out word put back."""
+    if decided.query is not None:
+        return View(
+            f"↩️ Papers about <b>{esc(decided.term)}</b> are back: following "
+            f"<code>{esc(shorten(decided.query, 200))}</code> again."
+        )
+    return View(
+        f"↩️ Papers about <b>{esc(decided.term)}</b> are back in "
+        f"<b>{esc(shorten(decided.topic, 80))}</b>."
+    )
+
+
+def declined(offer: Refinement) -> View:
+    return View(f"OK — I won't offer to leave out <b>{esc(offer.term)}</b> from that topic again.")

@@ -1,5 +1,5 @@
 """The buttons under the papers the engine sends: 👍 / 👎 rows (callback data as
-``bot.callbacks.Rate`` reads it) and the quiet list's "show"."""
+``bot.callbacks.Rate`` reads it), "why?" and the quiet list's "show"."""
 
 from __future__ import annotations
 
@@ -19,6 +19,11 @@ def held_back_line(count: int) -> str:
 def rate_data(paper_id: int, value: int) -> str:
     """The callback data of 👍 (``value`` 1) or 👎 (-1) on a paper (``bot.callbacks.Rate``)."""
     return f"r:{paper_id}:{'+' if value > 0 else '-'}"
+
+
+def why_data(paper_id: int) -> str:
+    """The callback data of "why?" under a paper (``bot.callbacks.Why``)."""
+    return f"w:{paper_id}"
 
 
 def rating_row(paper_id: int, rating: int = 0, number: int | None = None) -> Row:

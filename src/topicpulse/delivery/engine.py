@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from itertools import zip_longest
 
-from topicpulse.delivery import digests
+from topicpulse.delivery import digests, weekly
 from topicpulse.delivery.messages import Outgoing, paper_messages, spike_message
 from topicpulse.delivery.protocol import Sender
 from topicpulse.delivery.sending import (
@@ -37,10 +37,11 @@ _Charts = dict[int, "asyncio.Future[Outgoing | None]"]
 
 
 class Delivery(Courier):
-    """Sends what the outbox holds: spike alerts and instant alerts as they come, digests when
-    due. ``run_once`` is one pass; the bot runs passes from its delivery worker, waking early
-    when a deferred chat falls due (``next_due``). ``clock`` (wall time: digests, giving up)
-    and ``monotonic`` (deferrals, pauses) are injectable for tests."""
+    """Sends what the outbox holds: spike alerts and instant alerts as they come, digests (and
+    the weekly /foryou) when due. ``run_once`` is one pass; the bot runs passes from its
+    delivery worker, waking early when a deferred chat falls due (``next_due``). ``clock``
+    (wall time: digests, giving up) and ``monotonic`` (deferrals, pauses) are injectable for
+    tests."""
 
     def __init__(
         self,
@@ -69,6 +70,7 @@ class Delivery(Courier):
         self.concurrency = concurrency
         self.fold_after = fold_after
         self._busy: set[int] = set()  # chats being delivered right now
+        self._weekly: set[int] = set()  # chats whose weekly /foryou a pass found due
 
     def close(self) -> None:
         """Stop handing out work: passes end once the sends in flight are done."""
@@ -145,8 +147,10 @@ class Delivery(Courier):
             modes=("daily", "weekly"), kind="spike", limit=limit
         )
         digests = await self.store.digest_chats_due(iso(now), limit=limit)
+        weeks = await self.store.weekly_chats_due(iso(now), limit=limit)
+        self._weekly.update(weeks)
         turns = [c for pair in zip_longest(instant, digests) for c in pair if c is not None]
-        return list(dict.fromkeys([*spikes, *turns]))
+        return list(dict.fromkeys([*spikes, *turns, *weeks]))
 
     async def _deliver_chat(self, chat_id: int, now: datetime, charts: _Charts) -> None:
         chat = await self.store.chat(chat_id)
@@ -166,6 +170,13 @@ class Delivery(Courier):
         )
         if digest_due:
             await self._deliver_digest(dataclasses.replace(chat, chat_id=chat_id), now)
+        if chat_id in self._weekly or chat.chat_id in self._weekly:  # (found due: one read)
+            self._weekly -= {chat_id, chat.chat_id}
+            week = await weekly.due_messages(
+                self.store, dataclasses.replace(chat, chat_id=chat_id), now
+            )
+            if week and not await self._send_all(week):
+                return
         if not instant:
             return
         while True:

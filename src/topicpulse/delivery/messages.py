@@ -41,6 +41,12 @@ class Outgoing:
     thread_id: int | None = None  # the forum topic it goes to (None: General / no topics)
     chart: int | None = None  # the spike episode whose chart ``photo`` is (uploaded once)
     digest: Settles | None = None  # a digest's message: what it settles besides its rows
+    weekly: tuple[str, str] | None = None  # the weekly /foryou's last: (due, next due) it moves
+
+    @property
+    def settles_more(self) -> bool:
+        """Whether accepting it settles more than its outbox rows (a digest, a weekly)."""
+        return self.digest is not None or self.weekly is not None
 
 
 _TAG = re.compile(r"<[^>]+>")

@@ -259,6 +259,9 @@ class Courier:
 
     async def _settle(self, message: Outgoing) -> None:
         """Telegram accepted the message: record what it delivered."""
+        if message.weekly is not None:
+            due, next_at = message.weekly
+            await self.store.settle_weekly(message.chat_id, due=due, next_at=next_at)
         part = message.digest
         if part is None:
             await self.store.mark_sent(message.outbox_ids)
@@ -306,7 +309,7 @@ class Courier:
             exc,
         )
         await self.store.drop_outbox(message.outbox_ids, f"refused: {exc}")
-        if message.digest is not None:  # given up too: the digest is not assembled again
+        if message.settles_more:  # given up too: the digest is not assembled again
             await self._settle(message)
         self.stats.dropped += 1
         return Outcome.DROPPED
@@ -317,7 +320,7 @@ class Courier:
         self.stats.maybe_sent += 1
         self.stats.settled_rows += len(message.outbox_ids)
         await self.store.mark_maybe_sent(message.outbox_ids, str(exc))
-        if message.digest is not None:  # and the digest's watermark moves past it
+        if message.settles_more:  # and the digest's watermark moves past it
             await self._settle(message)
         self._defer(message.chat_id, SLOW_PAUSE, "slow")
         log.warning(

@@ -134,7 +134,8 @@ async def for_you(
     if taste is None:
         return None
     pool = await store.papers_published(iso(now - timedelta(days=FOR_YOU_DAYS)), iso(now))
-    matched = await store.chat_topics_for_papers(chat_id, [p.id for p in pool])
+    # (a paper the chat left out of a topic's view is no paper its topics missed)
+    matched = await store.chat_topics_for_papers(chat_id, [p.id for p in pool], view=False)
     rated = await store.ratings_for(chat_id, [p.id for p in pool])
     outside = [p for p in pool if not matched.get(p.id) and p.id not in rated]
     return (await tastes.scored(store, taste, outside))[:limit]

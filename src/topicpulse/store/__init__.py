@@ -7,7 +7,9 @@
 - ``counts``: momentum counts, topic and query papers, spike episodes;
 - ``chats``: chats and subscriptions;
 - ``outbox``: pending deliveries;
-- ``ratings``: each chat's 👍 / 👎, its taste, the papers its alerts held back.
+- ``ratings``: each chat's 👍 / 👎, its taste, the papers its alerts held back, its weekly
+  /foryou;
+- ``refinements``: the words a chat was offered to leave out of a topic, and its views.
 - ``digests``: digests assembled from the matches since each chat's watermark.
 
 All SQL outside ``migrations/`` lives here; rows are read by column name (``rows``). Rules
@@ -36,6 +38,7 @@ from topicpulse.store.intake import IntakeQueries, IntakeState, IntakeUpdate
 from topicpulse.store.outbox import OutboxQueries
 from topicpulse.store.papers import BatchRow, PaperQueries, read_batch
 from topicpulse.store.ratings import Imported, Rating, RatingQueries, TasteRow
+from topicpulse.store.refinements import Move, Refinement, RefinementQueries
 from topicpulse.store.topics import TopicQueries
 
 __all__ = [
@@ -46,7 +49,9 @@ __all__ = [
     "IntakeUpdate",
     "Migration",
     "MigrationError",
+    "Move",
     "Rating",
+    "Refinement",
     "Store",
     "SubscriptionsFull",
     "TasteRow",
@@ -68,6 +73,7 @@ class Store(
     ChatQueries,
     OutboxQueries,
     RatingQueries,
+    RefinementQueries,
     DigestQueries,
 ):
     """Async access to the topicpulse database. Create with ``await Store.open(path)``."""

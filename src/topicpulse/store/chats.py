@@ -191,7 +191,7 @@ class ChatQueries(Database):
                     "UPDATE OR IGNORE outbox SET chat_id = ? WHERE chat_id = ?",
                     (new_chat_id, old_chat_id),
                 )
-                for table in ("ratings", "tastes", "held_back"):  # the taste moves too
+                for table in ("ratings", "tastes", "held_back", "refinements"):  # (and views)
                     await conn.execute(
                         f"UPDATE OR IGNORE {table} SET chat_id = ? WHERE chat_id = ?",
                         (new_chat_id, old_chat_id),

@@ -45,7 +45,8 @@ class DigestQueries(Database):
         """Paper id → (its ``published``, ids of the chat's topics that match it, in the order
         it followed them),
         for papers stored after ``after`` (and after the follow) up to ``through``, first
-        announced at or after ``published_since``, that have no outbox row for the chat."""
+        announced at or after ``published_since``, that have no outbox row for the chat — each
+        topic as the chat sees it (without the papers it left out of it, ``rows.in_view``)."""
         found = await self._rows(
             "SELECT tp.paper_id, p.published, s.topic_id FROM subscriptions s"
             " JOIN topic_papers tp ON tp.topic_id = s.topic_id"
@@ -53,6 +54,7 @@ class DigestQueries(Database):
             " JOIN papers p ON p.id = tp.paper_id"
             " WHERE s.chat_id = ? AND p.announced >= ? AND NOT EXISTS (SELECT 1 FROM outbox o"
             " WHERE o.chat_id = s.chat_id AND o.kind = 'paper' AND o.paper_id = tp.paper_id)"
+            f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}"
             " ORDER BY tp.paper_id, s.created_at, s.topic_id",
             (after, through, chat_id, published_since),
         )
@@ -133,7 +135,8 @@ async def materialise(
         " AND tp.paper_id > max(s.after_paper_id, c.digest_through)"
         f" AND tp.paper_id <= {rows.FANNED_OUT}"
         " JOIN papers p ON p.id = tp.paper_id"
-        " WHERE c.chat_id = ? AND p.announced >= ? ORDER BY tp.paper_id",
+        f" WHERE c.chat_id = ? AND p.announced >= ?"
+        f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')} ORDER BY tp.paper_id",
         (now, chat_id, published_since),
     )
     await conn.execute(

@@ -98,6 +98,7 @@ class OutboxQueries(Database):
             " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = o.chat_id"
             " JOIN topics t ON t.id = tp.topic_id"
             " WHERE o.chat_id = ? AND o.state = 'pending' AND o.kind = 'paper' AND o.id <= ?"
+            f" AND {rows.in_view('s.chat_id', 's.topic_id', 'o.paper_id')}"
             " GROUP BY t.id ORDER BY papers DESC, min(s.created_at), t.id",
             (chat_id, through),
         )
@@ -111,6 +112,7 @@ class OutboxQueries(Database):
             " JOIN papers p ON p.id = o.paper_id"
             " LEFT JOIN topic_papers tp ON tp.paper_id = o.paper_id"
             " LEFT JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = o.chat_id"
+            f" AND {rows.in_view('s.chat_id', 's.topic_id', 'o.paper_id')}"
             " WHERE o.chat_id = ? AND o.state = 'pending' AND o.kind = 'paper' AND o.id <= ?"
             " GROUP BY o.paper_id ORDER BY hits DESC, p.published DESC, o.paper_id DESC LIMIT ?",
             (chat_id, through, limit),
@@ -176,16 +178,18 @@ class OutboxQueries(Database):
             )
 
     async def chat_topics_for_papers(
-        self, chat_id: int, paper_ids: Sequence[int]
+        self, chat_id: int, paper_ids: Sequence[int], *, view: bool = True
     ) -> dict[int, list[Topic]]:
-        """For each paper, the topics this chat follows that match it (the alert's tags)."""
+        """For each paper, the topics this chat follows that match it (the alert's tags): as
+        the chat sees them (``view``: not a topic it left the paper out of), or all of them."""
         found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
+        seen = f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}" if view else ""
         for chunk in rows.chunks(paper_ids):
             for row in await self._rows(
                 f"SELECT tp.paper_id, {rows.CHAT_TOPIC_COLUMNS} FROM topic_papers tp"
                 " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = ?"
                 f" JOIN topics t ON t.id = tp.topic_id WHERE tp.paper_id IN ({rows.marks(chunk)})"
-                " ORDER BY s.created_at",
+                f"{seen} ORDER BY s.created_at",
                 (chat_id, *chunk),
             ):
                 found[row["paper_id"]].append(rows.topic(row))

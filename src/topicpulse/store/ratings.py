@@ -43,6 +43,8 @@ class TasteRow:
     trained: int
     model: str | None
     trained_at: str | None
+    weekly: bool = False  # the weekly /foryou is on
+    weekly_next_at: str | None = None  # … and due then (UTC)
 
 
 _BUMP = (
@@ -166,7 +168,7 @@ class RatingQueries(Database):
         row = await self._row(
             f"SELECT {rows.columns(TasteRow)} FROM tastes WHERE chat_id = ?", (chat_id,)
         )
-        return rows.model(TasteRow, row, flags=("hold_back",)) if row else None
+        return rows.model(TasteRow, row, flags=("hold_back", "weekly")) if row else None
 
     async def tastes_due(self, limit: int = 1000) -> list[int]:
         """Chats whose ratings changed since their model was trained."""
@@ -191,6 +193,39 @@ class RatingQueries(Database):
                 " ON CONFLICT (chat_id) DO UPDATE SET hold_back = excluded.hold_back",
                 (chat_id, int(on)),
             )
+
+    # ------------------------------------------------------------------ the weekly /foryou
+    async def set_weekly(self, chat_id: int, next_at: str | None) -> None:
+        """The weekly /foryou on, next due at ``next_at`` (None: off)."""
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT INTO tastes (chat_id, weekly, weekly_next_at) VALUES (?, ?, ?)"
+                " ON CONFLICT (chat_id) DO UPDATE SET weekly = excluded.weekly,"
+                " weekly_next_at = excluded.weekly_next_at",
+                (chat_id, int(next_at is not None), next_at),
+            )
+
+    async def weekly_chats_due(self, due_before: str, *, limit: int) -> list[int]:
+        """Active, unpaused chats whose weekly /foryou is due at or before ``due_before``, the
+        longest due first (an index range, not a scan of every chat)."""
+        found = await self._rows(
+            "SELECT t.chat_id FROM tastes t JOIN chats c ON c.chat_id = t.chat_id"
+            " WHERE t.weekly = 1 AND t.weekly_next_at <= ? AND c.active = 1 AND c.paused = 0"
+            " ORDER BY t.weekly_next_at, t.chat_id LIMIT ?",
+            (due_before, limit),
+        )
+        return [r["chat_id"] for r in found]
+
+    async def settle_weekly(self, chat_id: int, *, due: str, next_at: str) -> bool:
+        """The weekly /foryou due at ``due`` was sent (or had nothing to send): the next is
+        due at ``next_at`` — unless it was turned off or rescheduled meanwhile."""
+        async with self._write() as conn:
+            cur = await conn.execute(
+                "UPDATE tastes SET weekly_next_at = ? WHERE chat_id = ? AND weekly = 1"
+                " AND weekly_next_at = ?",
+                (next_at, chat_id, due),
+            )
+            return cur.rowcount > 0
 
     # ------------------------------------------------------------------ held back
     async def hold_back_papers(self, chat_id: int, held: Sequence[tuple[int, int, float]]) -> None:

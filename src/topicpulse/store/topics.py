@@ -275,7 +275,9 @@ class TopicQueries(Database):
         earlier rounds fanned out (``engine_state``; moved to ``batch_through`` here), and
         announced at or after ``alert_published_since`` (the caller's age rule; ``None``: record
         the matches, queue no alerts). Only instant chats get rows: a digest chat's digest is
-        assembled from the matches at its time (``store.digests``). Returns the outbox rows added.
+        assembled from the matches at its time (``store.digests``). A paper a chat left out of
+        its view of a topic (``rows.in_view``) is not queued for it through that topic (another
+        of its topics that matches it still queues it). Returns the outbox rows added.
         """
         now = self._now()
         self._tag_cache.clear()  # (the catalogue's tags change)
@@ -306,6 +308,9 @@ class TopicQueries(Database):
                 )
             if alert_published_since is None:
                 return 0
+            async with conn.execute(rows.ANY_LEFT_OUT) as cur:  # (none: the usual round)
+                views = bool((await cur.fetchone())[0])  # type: ignore[index]
+            view = f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}" if views else ""
             cur = await conn.execute(
                 # no DISTINCT: outbox_paper_once makes OR IGNORE skip a paper a chat already
                 # has (from another of its topics); `published` read from papers by rowid so
@@ -317,7 +322,7 @@ class TopicQueries(Database):
                 " JOIN chats c ON c.chat_id = s.chat_id"
                 " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
                 " AND p.announced >= ? AND c.active = 1 AND c.paused = 0 AND c.mode = 'instant'"
-                " ORDER BY tp.paper_id",
+                f"{view} ORDER BY tp.paper_id",
                 (now, max(batch_after, fanned_out), batch_through, alert_published_since),
             )
             return max(cur.rowcount, 0)

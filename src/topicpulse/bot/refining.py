@@ -1,0 +1,77 @@
+"""Refining a topic from 👎 in chat: the offer a 👎 can trigger ("Leave out papers about X
+from T?"), and its buttons — ✂️ Leave out, No thanks, ↩️ Undo. The rules are the engine's
+(``delivery.refine``); in a group the buttons are for its administrators, like /follow
+(``handlers.on_button`` checks)."""
+
+from __future__ import annotations
+
+from telegram import Update
+from telegram.constants import ParseMode
+from telegram.ext import ContextTypes
+
+from topicpulse.bot import callbacks, views
+from topicpulse.bot.common import NO_PREVIEW, edit_message, markup, services, thread_of
+from topicpulse.delivery import refine
+from topicpulse.delivery.formatting import shorten
+from topicpulse.models import StoredPaper
+
+
+async def offer_after_dislike(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, chat_id: int, paper: StoredPaper
+) -> None:
+    """After a 👎: the offer it triggers, if any, as a message of its own under the paper's."""
+    offer = await refine.offer_after_dislike(services(context).store, chat_id, paper)
+    if offer is None:
+        return
+    view = views.refine_offer(offer)
+    await context.bot.send_message(
+        chat_id,
+        view.text,
+        parse_mode=ParseMode.HTML,
+        reply_markup=markup(view.keyboard),
+        link_preview_options=NO_PREVIEW,
+        message_thread_id=thread_of(update),
+    )
+
+
+async def leave_out_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.LeaveOut
+) -> None:
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None and update.effective_chat is not None
+    decided = await refine.accept(tp.store, update.effective_chat.id, button.refinement_id)
+    if decided is None:
+        await query.answer(callbacks.EXPIRED)
+        return
+    await query.answer(f"Left out: {shorten(decided.term, 60)}")
+    await edit_message(tp, query, views.left_out(decided))
+
+
+async def no_thanks_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.NoThanks
+) -> None:
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None and update.effective_chat is not None
+    declined = await refine.decline(tp.store, update.effective_chat.id, button.refinement_id)
+    if declined is None:
+        await query.answer(callbacks.EXPIRED)
+        return
+    await query.answer("OK")
+    await edit_message(tp, query, views.declined(declined))
+
+
+async def put_back_button(
+    update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.PutBack
+) -> None:
+    """↩️ Undo under "Left out …"."""
+    tp = services(context)
+    query = update.callback_query
+    assert query is not None and update.effective_chat is not None
+    decided = await refine.restore(tp.store, update.effective_chat.id, button.refinement_id)
+    if decided is None:
+        await query.answer(callbacks.EXPIRED)
+        return
+    await query.answer(f"Back: {shorten(decided.term, 60)}")
+    await edit_message(tp, query, views.put_back(decided))
