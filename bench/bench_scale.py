@@ -5,8 +5,9 @@ time with the idle gaps cut out, so CPU that cannot keep up shows as delay).
 
 What runs, as in the bot (``bot.app``): each day at 00:00 UTC arXiv's announcement (``--papers``
 generated papers, ``synthetic.generate_papers``) is stored and matched (``match_new_papers``,
-in a thread), and the delivery worker (``Delivery.run_once`` passes, woken by the round, every
-5 s, or when a deferred chat falls due) sends instant alerts and digests through
+in the worker process, as the bot does), and the delivery worker (``Delivery.run_once``
+passes, woken by the round, every 5 s, or when a deferred chat falls due) sends instant
+alerts and digests through
 ``TelegramSender`` → PTB's ``ExtBot`` → ``TelegramRateLimiter`` → the fake (``FakeWire``: PTB's
 requests answered by ``FakeTelegram.call``, no socket; limits enforced on the loop's clock);
 ``run_maintenance`` at 03:00 UTC. Users type ``/list`` and ``/momentum <topic>`` all along (the
@@ -272,6 +273,7 @@ class Simulation:
         self.last_bulk = -math.inf
         self.late_examples: list[Any] = []
         self.seen_429 = 0
+        self.worker_rss_mb = 0.0
         self.reply_log: dict[int, list[float]] = defaultdict(list)  # probe chat → reply times
 
     # ------------------------------------------------------------------ set-up
@@ -359,13 +361,14 @@ class Simulation:
         for day in range(self.cfg.days):
             await self._sleep_until(START + timedelta(days=day))
             self.round_times.append(self.loop.time())
-            began, cpu = time.monotonic(), time.process_time()
+            began, cpu = time.monotonic(), time.process_time() + self._worker_cpu()
             first = await self.store.max_paper_id()
             await self.store.upsert_papers(self.days[self.cfg.history_days + day])
             self.day_ranges.append((first, await self.store.max_paper_id()))
-            await match_new_papers(self.store, clock=self.clock)
+            # in the worker process, as the bot does (its loop never competes for the GIL)
+            await match_new_papers(self.store, clock=self.clock, in_process=True)
             self.match_seconds.append(time.monotonic() - began)
-            self.round_cpu.append(time.process_time() - cpu)
+            self.round_cpu.append(time.process_time() + self._worker_cpu() - cpu)
             self.wake.set()
 
     async def maintainer(self) -> None:
@@ -377,6 +380,10 @@ class Simulation:
         """Users' commands: often while bulk sends are going out (the peak), rarely else."""
         rng = random.Random(self.cfg.seed + 1)
         private = list(range(PROBE_FIRST, PROBE_FIRST + PROBE_CHATS))
+        # a cohort of digests falls due at a minute: a burst of seconds that an idle probe
+        # every 5 minutes would miss; the prober also wakes 6 s (a delivery tick) after each
+        # due minute
+        cohorts = sorted({t + 6.0 for times in self.all_due.values() for t in times})
         n = 0
         while self.loop.time() < end:
             self._note_bulk()
@@ -384,7 +391,13 @@ class Simulation:
             command = "/list" if n % 2 == 0 else f"/momentum {rng.choice(self.topic_names[:20])}"
             n += 1
             self.loop.create_task(self._probe(rng.choice(private), command, busy))
-            await asyncio.sleep(self.cfg.probe_peak if busy else self.cfg.probe_idle)
+            now = self.loop.time()
+            wake = now + (self.cfg.probe_peak if busy else self.cfg.probe_idle)
+            while cohorts and cohorts[0] <= now:
+                cohorts.pop(0)
+            if cohorts and cohorts[0] < wake:
+                wake = cohorts.pop(0)
+            await asyncio.sleep(wake - now)
 
     async def _probe(self, chat_id: int, command: str, busy: bool) -> None:
         self.fake.user_sends(chat_id, command)
@@ -420,12 +433,20 @@ class Simulation:
             record.outbox_rows = sum(counts.values())
             record.store_mb = await self.store.used_bytes() / 2**20
             record.rss_mb = self.process.memory_info().rss / 2**20
+            self.worker_rss_mb = max(self.worker_rss_mb, self._worker_rss_mb())
             done = time.process_time()
             self.measure_cpu += done - measuring
             record.cpu_s = measuring - cpu
             cpu = done
             self.hours.append(record)
             hour += 1
+
+    def _worker_cpu(self) -> float:
+        """CPU seconds of the bot's worker processes (matching runs there, as in the bot)."""
+        return sum(sum(c.cpu_times()[:2]) for c in self.process.children(recursive=True))
+
+    def _worker_rss_mb(self) -> float:
+        return sum(c.memory_info().rss for c in self.process.children(recursive=True)) / 2**20
 
     def _note_bulk(self) -> None:
         for message in reversed(self.fake.sent[-50:]):
@@ -492,7 +513,7 @@ class Simulation:
     # ------------------------------------------------------------------ the week
     async def run(self) -> dict[str, Any]:
         end = self.clock.at(START + timedelta(days=self.cfg.days))
-        began, cpu0 = time.monotonic(), time.process_time()
+        began, cpu0 = time.monotonic(), time.process_time() + self._worker_cpu()
         worker = self.loop.create_task(self.delivery_worker())
         tasks = [
             self.loop.create_task(self.announcer()),
@@ -503,7 +524,8 @@ class Simulation:
         self.delivery.close()
         self.wake.set()
         await asyncio.gather(worker, *tasks, return_exceptions=True)
-        wall, cpu = time.monotonic() - began, time.process_time() - cpu0
+        cpu = time.process_time() + self._worker_cpu() - cpu0  # the bot's and its worker's
+        wall = time.monotonic() - began
         bytes_end = await self.store.used_bytes()
         owed = await self._owed()
         await self.app.shutdown()
@@ -610,6 +632,7 @@ class Simulation:
             "store_bytes_per_chat_day": round((bytes_end - self.bytes_start) / chat_days, 1),
             "outbox_rows_end": self.hours[-1].outbox_rows if self.hours else 0,
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "peak_rss_worker_mb": round(self.worker_rss_mb, 1),  # (sampled hourly)
             "reply_p95_idle_ms": round(percentile(idle, 95) * 1000, 1),
             "reply_p95_peak_ms": round(percentile(peak, 95) * 1000, 1),
             "reply_probes_idle": len(idle),
