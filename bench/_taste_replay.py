@@ -17,6 +17,7 @@ papers of the 4 weeks before the K-th rating: what the bot sets a hold-back floo
 from __future__ import annotations
 
 import sys
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -164,3 +165,17 @@ def held(run: Replay, hold: float, most: float) -> set[str]:
         return set()
     model = run.model.with_floor(run.reference, hold=hold, most=most)
     return {a for a, s in run.scores.items() if model.holds(s)}
+
+
+def auc(run: Replay) -> float | None:
+    """How well the taste ranks the later papers: the chance a wanted one outscores an unwanted
+    one (None: no taste, or later papers of one kind only)."""
+    wanted = [s for a, s in run.scores.items() if run.reader.wanted[a]]
+    unwanted = sorted(s for a, s in run.scores.items() if not run.reader.wanted[a])
+    if not wanted or not unwanted:
+        return None
+    wins = sum(
+        bisect_left(unwanted, x) + (bisect_right(unwanted, x) - bisect_left(unwanted, x)) / 2
+        for x in wanted
+    )
+    return wins / (len(wanted) * len(unwanted))

@@ -36,7 +36,16 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from _taste_replay import LISTINGS_MISSING, Replay, digests, held, listings, readers, replay
+from _taste_replay import (
+    LISTINGS_MISSING,
+    Replay,
+    auc,
+    digests,
+    held,
+    listings,
+    readers,
+    replay,
+)
 from topicpulse.insight import taste
 
 KS = (5, 10, 20, 40)
@@ -191,16 +200,19 @@ def report(label: str, runs: Sequence[Replay], h: Holding) -> None:
 
 def per_reader(runs: Sequence[Replay], h: Holding, k: int = 20) -> None:
     print(
-        f"\nper narrower reader at K = {k} (👍 of {k} per join day; held back: unwanted, wanted):"
+        f"\nper narrower reader at K = {k}, join days {', '.join(map(str, JOINS))}: 👍 among the "
+        f"{k}, how well the taste ranks the later papers (AUC), top-5 digest precision (taste vs "
+        f"newest first), share of unwanted and wanted papers held back:"
     )
     for name in sorted({r.reader.name for r in runs if r.reader.narrow}):
         mine = [r for r in runs if r.reader.name == name and r.k == k]
         ups = " ".join(str(r.model.up if r.model else 0) for r in mine)
+        aucs = " ".join(f"{a:.2f}" if (a := auc(r)) is not None else "  — " for r in mine)
         split = "tune" if name in TUNE else "test"
         print(
-            f"  {name:34} {split}  👍 {ups:14}  digest {digest_mean(mine, 0):.2f} vs "
-            f"{digest_mean(mine, 1):.2f}  held {h.share(mine, False):4.0%} "
-            f"{h.share(mine, True):4.0%}"
+            f"  {name:31} {split}  👍 {ups:11}  AUC {aucs}  digest {digest_mean(mine, 0):.2f} "
+            f"vs {digest_mean(mine, 1):.2f}  held {h.share(mine, False):3.0%} "
+            f"{h.share(mine, True):3.0%}"
         )
 
 
