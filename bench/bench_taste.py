@@ -2,38 +2,28 @@
 order over the real listings (``../shared``), against today's behaviour (newest first,
 nothing held back).
 
-Each reader follows a topic and is shown its matches (the papers its catalogue query matched
-when the labels were drawn), oldest first. It rates the first K it is shown truthfully
-(K = 5, 10, 20, 40), the bot learns its taste from those alone (``insight.taste.fit`` on
-``taste.vectors``: the code the bot runs, with the 300 papers published just before the K-th
-as the background, as the bot takes the newest stored ones), and the reader is scored on
-what comes after:
+Each simulated reader follows a topic, starts following ``join`` days into the listings (7,
+14, 21, 28 or 35: five readers of each interest), rates the first K papers it is shown
+truthfully (K = 5, 10, 20, 40), the bot learns its taste from those alone, and the reader is
+scored on what comes after (``_taste_replay.py``: readers, replays, the bot's code):
 
-- digests: the later papers by week of publication (weekly digests; a week of 5 papers or
-  fewer is left out: every order shows the same five); precision of the first 5 of each
-  digest, in the taste's order vs newest first;
-- instant alerts with holding back (only once K holds ≥ 5 👍 and ≥ 3 👎): precision of what
-  was sent, the share of wanted papers held back (the price) and of unwanted ones (the gain).
-  The reader follows the topic 4 weeks into the listings, so the bot has the topic's papers
-  of those 4 weeks: a paper is held back when it scores below the HOLD × (1 − share)
-  quantile of theirs, the share being what the reader's ratings say it wants (nothing is
-  held back for a reader who wants half or more);
-- /foryou: the 5 papers of the last 7 days the taste rates highest *outside* the topic's
-  matches; precision@5 counts only papers labelled wanted (an unlabelled one counts as not
-  wanted: a lower bound).
+- digests: the later papers by week of publication; precision of the first 5 of each weekly
+  digest, in the taste's order vs newest first (a week of 5 papers or fewer is left out);
+- instant alerts with holding back (``taste.hold_floor``; never before ≥ 5 👍 and ≥ 3 👎, never
+  spike alerts): the share of the reader's unwanted later papers held back (the gain) and of
+  its wanted ones (the price), over all readers and over those whose holding back is on, and
+  the precision of what was sent;
+- /foryou: the 5 papers of the listings' last 7 days the taste rates highest *outside* the
+  topic's matches; precision@5 counts only papers labelled wanted (a lower bound).
 
-Readers (guides: ``evaluation/guides/``): the guide reader of each of the 12 labelled topics
-(wanted = labelled on the topic), and narrower readers (``NARROW``) who follow a broad topic
-but want only a part of it — a sub-field, an application area, a method family —, labelled
-by the labels of the narrower topic (``evaluation/guides/narrow-readers.md``); their stream
-is all of the broad topic's matches, and one the narrower topic's labels do not cover counts
-as not wanted.
+Readers: the guide reader of each of the 12 labelled topics, and 8 narrower readers who follow
+a broad topic but want a minority of it (``evaluation/guides/narrow-readers.md``, labels in
+``evaluation/narrow/``). ``TUNE`` splits them, fixed before the narrower readers' labels were
+read: the hold-back settings are chosen on the tuning readers at K = 20 (``--tune``), and the
+figures are reported on the others. Intervals: 95% percentile bootstrap over simulated readers
+(reader × join day; a reader's digests and alerts stay together), 2,000 resamples.
 
-Readers are split (``TUNE``): the settings (C, background weight, hold-back threshold) are
-chosen on the tuning readers at K = 20 and reported on the others. Intervals: 95% percentile
-bootstrap over the readers' digests (resp. alerts), 2,000 resamples.
-
-    .venv/bin/python bench/bench_taste.py [--tune]
+    .venv/bin/python bench/bench_taste.py [--tune] [--min-up N]
 """
 
 from __future__ import annotations
@@ -43,33 +33,24 @@ import asyncio
 import random
 import statistics
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import timedelta
-from pathlib import Path
+import time
+from collections.abc import Callable, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "evaluation"))
-sys.path.insert(0, str(ROOT / "src"))
-
-from corpus import LISTINGS, MISSING, listings_store  # noqa: E402
-from report import read_labels  # noqa: E402
-
-from topicpulse.insight import taste  # noqa: E402
-from topicpulse.insight.similarity import Vector  # noqa: E402
-from topicpulse.models import StoredPaper, parse_iso  # noqa: E402
+from _taste_replay import (
+    LISTINGS_MISSING,
+    Replay,
+    auc,
+    digests,
+    held,
+    listings,
+    readers,
+    replay,
+)
+from topicpulse.insight import taste
 
 KS = (5, 10, 20, 40)
-TOP = 5
+JOINS = (7, 14, 21, 28, 35)
 BOOTSTRAP = 2000
-# (name, followed topic, the narrower topic whose labels say what the reader wants, kind)
-NARROW = [
-    ("reward models in RL-for-LMs", "rl-for-language-models", "reward-modeling", "sub-field"),
-    ("agents in RL-for-LMs", "rl-for-language-models", "agentic-rl", "application area"),
-    ("GRPO in RL-for-LMs", "rl-for-language-models", "grpo", "method family"),
-    ("GRPO in LM reasoning", "rl-for-language-model-reasoning", "grpo", "method family"),
-    ("reward models in alignment", "llm-alignment", "reward-modeling", "sub-field"),
-]
 TUNE = {  # readers the settings are chosen on; the figures are reported on the others
     "guide:agentic-rl",
     "guide:diffusion-models",
@@ -77,250 +58,211 @@ TUNE = {  # readers the settings are chosen on; the figures are reported on the 
     "guide:knowledge-distillation",
     "guide:llm-alignment",
     "guide:medical-llms",
-    "GRPO in LM reasoning",
-    "reward models in alignment",
+    "narrow:rl-agents",
+    "narrow:graph-rag",
+    "narrow:clinical-records",
+    "narrow:preference-optimisation",
 }
-GRID = [(c, w, h) for c in (1.0, 3.0, 10.0) for w in (0.1, 0.3) for h in (0.3, 0.4, 0.5)]
+HOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
+MOSTS = (0.5, 0.6, 0.7)
+WANTED_LIMIT = {True: 0.10, False: 0.03}  # narrower readers, guide readers (issue 24)
+
+Interval = tuple[float, float, float]
 
 
-@dataclass
-class Reader:
-    name: str
-    narrow: bool
-    stream: list[StoredPaper]  # shown, oldest first
-    wanted: dict[str, bool]  # arXiv id → wanted, for every paper of the stream (and more)
-    matched: set[str]  # the followed topic's matches (for /foryou: what lies outside)
-
-
-@dataclass
-class Outcome:
-    digests: list[tuple[float, float]]  # (taste, newest first) precision@5 per later digest
-    sent: list[bool]  # wanted? per alert sent with holding back
-    held_wanted: int
-    held_unwanted: int
-    wanted_total: int
-    unwanted_total: int
-    foryou: float | None
-    holds: bool
-
-
-def readers(labels: dict, by_id: dict[str, StoredPaper]) -> list[Reader]:
-    found = []
-    for slug, rows in labels.items():
-        matched = {lb.arxiv_id for lb in rows if lb.stratum == "match"}
-        wanted = {lb.arxiv_id: lb.label for lb in rows}
-        stream = sorted((by_id[a] for a in matched if a in by_id), key=lambda p: p.published)
-        found.append(Reader(f"guide:{slug}", False, stream, wanted, matched))
-    for name, follow, want, _ in NARROW:
-        rows = labels[follow]
-        matched = {lb.arxiv_id for lb in rows if lb.stratum == "match"}
-        # wanted: labelled on the narrower topic (a match of the followed topic that its
-        # labels do not cover is neither its match nor a near miss: taken as not wanted)
-        wanted = {a: False for a in matched} | {lb.arxiv_id: lb.label for lb in labels[want]}
-        stream = sorted((by_id[a] for a in matched if a in by_id), key=lambda p: p.published)
-        found.append(Reader(name, True, stream, wanted, matched))
-    return found
-
-
-def precision(ids: Sequence[str], wanted: dict[str, bool]) -> float:
-    return sum(wanted.get(i, False) for i in ids) / len(ids)
-
-
-def replay(
-    reader: Reader,
-    k: int,
-    vectors: dict[str, Vector],
-    timeline: list[StoredPaper],
-    settings: tuple[float, float, float],
-) -> Outcome | None:
-    c, weight, hold = settings
-    # the reader follows the topic 4 weeks into the listings: the bot has those 4 weeks of the
-    # topic's papers (the hold-back reference); it rates the first K it is shown after that
-    joined = parse_iso(timeline[0].published) + timedelta(days=taste.REFERENCE_DAYS)
-    split = next((i for i, p in enumerate(reader.stream) if parse_iso(p.published) >= joined), 0)
-    reference, shown = reader.stream[:split], reader.stream[split:]
-    if len(shown) < k + TOP or not reference:
-        return None
-    rated, later = shown[:k], shown[k:]
-    liked = [vectors[p.arxiv_id] for p in rated if reader.wanted[p.arxiv_id]]
-    disliked = [vectors[p.arxiv_id] for p in rated if not reader.wanted[p.arxiv_id]]
-    cut = rated[-1].published
-    before = [p for p in timeline if p.published <= cut][-taste.BACKGROUND - k :]
-    seen = {p.arxiv_id for p in rated}
-    background = [vectors[p.arxiv_id] for p in before if p.arxiv_id not in seen][
-        -taste.BACKGROUND :
-    ]
-    model = taste.fit(liked, disliked, background, c=c, background_weight=weight)
-    if model is None:
-        return None
-    model = model.with_floor([vectors[p.arxiv_id] for p in reference], hold=hold)
-    score = {p.arxiv_id: model.score(vectors[p.arxiv_id]) for p in later}
-    weeks: dict[tuple[int, int], list[StoredPaper]] = {}
-    for p in later:
-        weeks.setdefault(parse_iso(p.published).isocalendar()[:2], []).append(p)
-    digests = []
-    for papers in weeks.values():
-        if len(papers) <= TOP:
-            continue  # every order shows the same papers
-        newest = [p.arxiv_id for p in sorted(papers, key=lambda p: p.published, reverse=True)]
-        ours = sorted(newest, key=lambda a: -score[a])  # stable: newest first among equals
-        digests.append(
-            (precision(ours[:TOP], reader.wanted), precision(newest[:TOP], reader.wanted))
-        )
-    holds = model.holds_back
-    held = {a for a in score if model.holds(score[a])}
-    sent = [reader.wanted[p.arxiv_id] for p in later if p.arxiv_id not in held]
-    wanted_total = sum(reader.wanted[p.arxiv_id] for p in later)
-    held_wanted = sum(reader.wanted[a] for a in held)
-    # /foryou: the last 7 days of the listings, outside the topic's matches
-    end = parse_iso(timeline[-1].published)
-    start = (end - timedelta(days=7)).isoformat()
-    outside = [
-        p
-        for p in timeline
-        if p.published >= start and p.arxiv_id not in reader.matched and p.arxiv_id not in seen
-    ]
-    best = sorted(outside, key=lambda p: -model.score(vectors[p.arxiv_id]))[:TOP]
-    foryou = precision([p.arxiv_id for p in best], reader.wanted) if best else None
-    return Outcome(
-        digests,
-        sent,
-        held_wanted,
-        len(held) - held_wanted,
-        wanted_total,
-        len(later) - wanted_total,
-        foryou,
-        holds,
-    )
-
-
-def interval(values: Sequence[float], rng: random.Random) -> tuple[float, float, float]:
-    if not values:
+def interval(runs: Sequence[Replay], stat: Callable[[Sequence[Replay]], float]) -> Interval:
+    """``stat`` of the runs and its 95% bootstrap interval (runs resampled, seeded)."""
+    if not runs:
         return float("nan"), float("nan"), float("nan")
-    means = sorted(statistics.fmean(rng.choices(values, k=len(values))) for _ in range(BOOTSTRAP))
-    return statistics.fmean(values), means[int(0.025 * BOOTSTRAP)], means[int(0.975 * BOOTSTRAP)]
+    rng = random.Random(7)
+    draws = sorted(stat(rng.choices(runs, k=len(runs))) for _ in range(BOOTSTRAP))
+    return stat(runs), draws[int(0.025 * BOOTSTRAP)], draws[int(0.975 * BOOTSTRAP)]
 
 
-def fmt(value: tuple[float, float, float]) -> str:
+def fmt(value: Interval, pct: bool = False) -> str:
     m, lo, hi = value
+    if m != m:  # nan: no run to measure
+        return "—"
+    if pct:
+        return f"{m:.0%} [{lo:.0%}–{hi:.0%}]"
     return f"{m:.2f} [{lo:.2f}–{hi:.2f}]"
 
 
-@dataclass
-class Summary:
-    ours: tuple[float, float, float]
-    newest: tuple[float, float, float]
-    ratio: float
-    sent_precision: tuple[float, float, float]
-    baseline_precision: float
-    wanted_held: float
-    unwanted_held: float
-    foryou: tuple[float, float, float]
-    readers: int
+_digests: dict[int, list[tuple[float, float]]] = {}
 
 
-def summarise(outcomes: Sequence[Outcome], rng: random.Random) -> Summary:
-    ours = [o for out in outcomes for o, _ in out.digests]
-    newest = [n for out in outcomes for _, n in out.digests]
-    sent = [float(s) for out in outcomes for s in out.sent]
-    wanted = sum(o.wanted_total for o in outcomes)
-    unwanted = sum(o.unwanted_total for o in outcomes)
-    ours_i, newest_i = interval(ours, rng), interval(newest, rng)
-    return Summary(
-        ours_i,
-        newest_i,
-        ours_i[0] / newest_i[0] if newest_i[0] else float("inf"),
-        interval(sent, rng),
-        (wanted / (wanted + unwanted)) if wanted + unwanted else float("nan"),
-        sum(o.held_wanted for o in outcomes) / wanted if wanted else 0.0,
-        sum(o.held_unwanted for o in outcomes) / unwanted if unwanted else 0.0,
-        interval([o.foryou for o in outcomes if o.foryou is not None], rng),
-        len(outcomes),
-    )
+def digest_mean(runs: Sequence[Replay], which: int) -> float:
+    """Mean top-5 precision of the runs' later digests, in the taste's order (0) or newest
+    first (1)."""
+    values = []
+    for run in runs:
+        if id(run) not in _digests:
+            _digests[id(run)] = digests(run)
+        values += [d[which] for d in _digests[id(run)]]
+    return statistics.fmean(values) if values else float("nan")
 
 
-def evaluate(
-    group: Sequence[Reader],
-    k: int,
-    vectors: dict[str, Vector],
-    timeline: list[StoredPaper],
-    settings: tuple[float, float, float],
-) -> list[Outcome]:
-    return [o for r in group if (o := replay(r, k, vectors, timeline, settings)) is not None]
+class Holding:
+    """What holding back does to each run under settings (hold, most), counted once per run:
+    (wanted held, wanted, unwanted held, unwanted, wanted sent, sent)."""
+
+    def __init__(self, hold: float, most: float) -> None:
+        self.hold, self.most = hold, most
+        self._counts: dict[int, tuple[int, int, int, int, int, int]] = {}
+
+    def counts(self, run: Replay) -> tuple[int, int, int, int, int, int]:
+        if id(run) not in self._counts:
+            chosen = held(run, self.hold, self.most)
+            wanted = [run.reader.wanted[p.arxiv_id] for p in run.later]
+            hit = [p.arxiv_id in chosen for p in run.later]
+            self._counts[id(run)] = (
+                sum(w and h for w, h in zip(wanted, hit, strict=True)),
+                sum(wanted),
+                sum(h and not w for w, h in zip(wanted, hit, strict=True)),
+                len(wanted) - sum(wanted),
+                sum(w and not h for w, h in zip(wanted, hit, strict=True)),
+                len(wanted) - sum(hit),
+            )
+        return self._counts[id(run)]
+
+    def share(self, runs: Sequence[Replay], wanted: bool) -> float:
+        """The share of the runs' wanted (resp. unwanted) later papers held back."""
+        at = 0 if wanted else 2
+        hit = sum(self.counts(r)[at] for r in runs)
+        total = sum(self.counts(r)[at + 1] for r in runs)
+        return hit / total if total else 0.0
+
+    def sent_precision(self, runs: Sequence[Replay]) -> float:
+        sent = sum(self.counts(r)[5] for r in runs)
+        return sum(self.counts(r)[4] for r in runs) / sent if sent else float("nan")
+
+    def on(self, runs: Sequence[Replay]) -> list[Replay]:
+        """The runs whose holding back is on (enough ratings of both kinds, a share < most)."""
+        return [
+            r
+            for r in runs
+            if r.model and r.model.with_floor(r.reference, hold=self.hold, most=self.most).floor
+        ]
 
 
-def tune(
-    tuning: Sequence[Reader], vectors: dict[str, Vector], timeline: list[StoredPaper]
-) -> tuple[float, float, float]:
-    """The grid's best at K = 20 on the tuning readers: narrow readers' top-5 precision, with
-    at most 10% of their wanted papers and 3% of the guide readers' held back."""
-    rng = random.Random(5)
-    best, chosen = -1.0, GRID[0]
-    for settings in GRID:
-        narrow = summarise(
-            evaluate([r for r in tuning if r.narrow], 20, vectors, timeline, settings), rng
-        )
-        guide = summarise(
-            evaluate([r for r in tuning if not r.narrow], 20, vectors, timeline, settings), rng
-        )
-        ok = narrow.wanted_held <= 0.10 and guide.wanted_held <= 0.03
-        goal = narrow.ours[0] + guide.ours[0] + narrow.unwanted_held * 0.5
-        print(
-            f"  C={settings[0]:<4} bg={settings[1]:<4} hold={settings[2]:<4} narrow top-5 "
-            f"{narrow.ours[0]:.2f} guide {guide.ours[0]:.2f} held: narrow wanted "
-            f"{narrow.wanted_held:.0%} unwanted {narrow.unwanted_held:.0%}, guide wanted "
-            f"{guide.wanted_held:.0%}{'' if ok else '  (over the limits)'}"
-        )
-        if ok and goal > best:
-            best, chosen = goal, settings
+def tune(runs: Sequence[Replay]) -> tuple[float, float]:
+    """The grid's best at K = 20 on the tuning readers: the most of the narrower readers'
+    unwanted papers held back (where holding back is on), with at most 10% of their wanted
+    ones and 3% of the guide readers' wanted ones held back."""
+    narrow = [r for r in runs if r.reader.narrow and r.k == 20]
+    guide = [r for r in runs if not r.reader.narrow and r.k == 20]
+    best, chosen = -1.0, (taste.HOLD, taste.MOST)
+    for most in MOSTS:
+        for hold in HOLDS:
+            h = Holding(hold, most)
+            on = h.on(narrow)
+            gain, price = h.share(on, False), h.share(on, True)
+            guide_price = h.share(guide, True)
+            ok = price <= WANTED_LIMIT[True] and guide_price <= WANTED_LIMIT[False]
+            print(
+                f"  hold {hold:<4} most {most:<4} narrower readers, holding on ({len(on)}/"
+                f"{len(narrow)}): unwanted held {gain:.0%}, wanted held {price:.1%} · guide "
+                f"readers: wanted held {guide_price:.1%}{'' if ok else '  (over the limits)'}"
+            )
+            if ok and gain > best:
+                best, chosen = gain, (hold, most)
     return chosen
+
+
+def report(label: str, runs: Sequence[Replay], h: Holding) -> None:
+    names = sorted({r.reader.name for r in runs})
+    print(f"\n{label} ({len(names)}): {', '.join(n.split(':', 1)[1] for n in names)}")
+    for k in KS:
+        group = [r for r in runs if r.k == k]
+        ours, newest = (
+            interval(group, lambda g: digest_mean(g, 0)),
+            interval(group, lambda g: digest_mean(g, 1)),
+        )
+        on = h.on(group)
+        foryou = [r for r in group if r.foryou is not None]
+        print(
+            f"  K={k:<3} {len(group)} readers · digest top-5 precision {fmt(ours)} vs newest "
+            f"first {fmt(newest)} (×{ours[0] / newest[0]:.2f}) · /foryou p@5 "
+            f"{fmt(interval(foryou, lambda g: statistics.fmean(r.foryou for r in g)))}"
+        )
+        everyone = (
+            interval(group, lambda g: h.share(g, False)),
+            interval(group, lambda g: h.share(g, True)),
+        )
+        once = (interval(on, lambda g: h.share(g, False)), interval(on, lambda g: h.share(g, True)))
+        print(
+            f"        held back, all readers: unwanted {fmt(everyone[0], True)}, wanted "
+            f"{fmt(everyone[1], True)} · holding on for {len(on)}: unwanted "
+            f"{fmt(once[0], True)}, wanted {fmt(once[1], True)} · alerts sent precision "
+            f"{h.sent_precision(group):.2f} vs {Holding(0, 0).sent_precision(group):.2f}"
+        )
+
+
+def per_reader(runs: Sequence[Replay], h: Holding, k: int = 20) -> None:
+    print(
+        f"\nper narrower reader at K = {k}, join days {', '.join(map(str, JOINS))}: 👍 among the "
+        f"{k}, how well the taste ranks the later papers (AUC), top-5 digest precision (taste vs "
+        f"newest first), share of unwanted and wanted papers held back:"
+    )
+    for name in sorted({r.reader.name for r in runs if r.reader.narrow}):
+        mine = [r for r in runs if r.reader.name == name and r.k == k]
+        ups = " ".join(str(r.model.up if r.model else 0) for r in mine)
+        aucs = " ".join(f"{a:.2f}" if (a := auc(r)) is not None else "  — " for r in mine)
+        split = "tune" if name in TUNE else "test"
+        print(
+            f"  {name:31} {split}  👍 {ups:11}  AUC {aucs}  digest {digest_mean(mine, 0):.2f} "
+            f"vs {digest_mean(mine, 1):.2f}  held {h.share(mine, False):3.0%} "
+            f"{h.share(mine, True):3.0%}"
+        )
 
 
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--tune", action="store_true", help="search the grid on the tuning readers")
-    args = parser.parse_args()
-    if not LISTINGS.exists():
-        print(MISSING)
-        return 1
-    labels = read_labels()
-    async with listings_store() as store:
-        papers = await store.recent_papers(100_000)
-        vs = await taste.vectors(store, papers)
-    vectors = {p.arxiv_id: v for p, v in zip(papers, vs, strict=True)}
-    timeline = sorted(papers, key=lambda p: p.published)
-    by_id = {p.arxiv_id: p for p in papers}
-    everyone = readers(labels, by_id)
-    tuning = [r for r in everyone if r.name in TUNE]
-    reported = [r for r in everyone if r.name not in TUNE]
-    settings = (taste.C, taste.BACKGROUND_WEIGHT, taste.HOLD)
-    if args.tune:
-        print(f"tuning on {len(tuning)} readers (K = 20):")
-        settings = tune(tuning, vectors, timeline)
-        print(f"chosen: C={settings[0]} background weight={settings[1]} hold {settings[2]}")
-    print(
-        f"\nsettings: C={settings[0]}, background weight {settings[1]}, hold back below the "
-        f"{settings[2]} × (1 − share wanted) quantile of the topic's last 4 weeks (after "
-        f"≥ {taste.MIN_UP} 👍 and ≥ {taste.MIN_DOWN} 👎, and for a share < {taste.MOST}); "
-        f"reported on {len(reported)} readers not used for tuning"
+    parser.add_argument(
+        "--tune", action="store_true", help="choose HOLD and MOST on the tuning readers"
     )
-    rng = random.Random(7)
-    for label, group in (
-        ("narrower readers", [r for r in reported if r.narrow]),
-        ("guide readers", [r for r in reported if not r.narrow]),
-    ):
-        print(f"\n{label}: {', '.join(r.name for r in group)}")
-        for k in KS:
-            s = summarise(evaluate(group, k, vectors, timeline, settings), rng)
-            print(
-                f"  K={k:<3} top-5 digest precision {fmt(s.ours)} vs newest first "
-                f"{fmt(s.newest)} (×{s.ratio:.2f}) · alerts sent precision {fmt(s.sent_precision)}"
-                f" vs {s.baseline_precision:.2f} · held back: wanted {s.wanted_held:.1%}, "
-                f"unwanted {s.unwanted_held:.1%} · /foryou p@5 {fmt(s.foryou)}"
-                f" ({s.readers} readers)"
-            )
+    parser.add_argument(
+        "--min-up", type=int, help="what-if: 👍 needed before holding back (not the bot's)"
+    )
+    args = parser.parse_args()
+    started = time.monotonic()
+    found = await listings()
+    if found is None:
+        print(LISTINGS_MISSING)
+        return 1
+    vectors, timeline = found
+    if args.min_up is not None:
+        taste.MIN_UP = args.min_up
+        print(f"what-if: holding back from {args.min_up} 👍 and {taste.MIN_DOWN} 👎 on")
+    by_id = {p.arxiv_id: p for p in timeline}
+    settings = (taste.C, taste.BACKGROUND_WEIGHT)
+    runs = [
+        run
+        for reader in readers(by_id)
+        for join in JOINS
+        for k in KS
+        if (run := replay(reader, join, k, vectors, timeline, settings)) is not None
+    ]
+    tuning = [r for r in runs if r.reader.name in TUNE]
+    reported = [r for r in runs if r.reader.name not in TUNE]
+    hold, most = taste.HOLD, taste.MOST
+    if args.tune:
+        print(f"tuning on {len({r.reader.name for r in tuning})} readers (K = 20):")
+        hold, most = tune(tuning)
+        print(f"chosen: HOLD = {hold}, MOST = {most}")
+    print(
+        f"\nsettings: C = {settings[0]}, background weight {settings[1]}; hold back below the "
+        f"{hold} × (1 − s) quantile of the topic's last {taste.REFERENCE_DAYS} days, s = 👍 / "
+        f"(👍 + 👎) < {most}, after ≥ {taste.MIN_UP} 👍 and ≥ {taste.MIN_DOWN} 👎; reported on "
+        f"readers not used for tuning"
+    )
+    h = Holding(hold, most)
+    report("narrower readers", [r for r in reported if r.reader.narrow], h)
+    report("guide readers", [r for r in reported if not r.reader.narrow], h)
+    per_reader(runs, h)
+    print(f"\n{len(runs)} simulated readers in {time.monotonic() - started:.0f} s")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    sys.exit(asyncio.run(main()))

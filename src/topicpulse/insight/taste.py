@@ -6,8 +6,8 @@ model is scikit-learn's L2 logistic regression, in the spirit of arxiv-sanity's 
 the liked papers are the positives; the disliked ones and a background of the newest stored
 papers (which the reader mostly does not want: a topic is a small share of the store) are the
 negatives, the background weighing less than a real 👎; the classes are balanced by weight.
-``bench/bench_taste.py`` chose the settings (C, background weight, the hold-back threshold) on
-a tuning split of simulated readers.
+``bench/bench_taste.py`` chose the settings (C, background weight, the hold-back floor's HOLD and
+MOST) on a tuning split of simulated readers and reports them on the others (docs/taste.md).
 
 A trained taste is a small JSON document (the ``MAX_TERMS`` heaviest weights) kept in the
 store: nothing stays in memory per chat, and a chat that never rated has no taste and costs
@@ -37,10 +37,13 @@ BACKGROUND = 300  # newest stored papers taken as mild negatives
 BACKGROUND_WEIGHT = 0.1  # … each weighing this much of a 👎
 MAX_TERMS = 1000  # weights kept in a saved taste
 MIN_UP, MIN_DOWN = 5, 3  # ratings before alerts may hold papers back
-# Holding back: a reader who wants a share s < MOST of the topic's papers (as its 👍 / 👎 tell)
-# has alerts hold back papers scored below the HOLD × (1 − s) quantile of the scores of the
-# topics' papers of the last 4 weeks; one who wants most of it has nothing held back.
-HOLD = 0.4
+# Holding back (``hold_floor``): a reader whose ratings say it wants a share s < MOST of its topics'
+# papers has alerts hold back those its taste scores below the HOLD × (1 − s) quantile of the
+# scores of the topics' unrated papers of the last REFERENCE_DAYS (so the expected held share is
+# HOLD of what it does not want); one that wants MOST or more has nothing held back. Chosen by
+# ``bench/bench_taste.py --tune`` at 20 ratings on its tuning readers: the largest HOLD that kept
+# the narrower readers' held share of wanted papers within 10% once holding was on (docs/taste.md).
+HOLD = 0.5
 MOST = 0.5
 REFERENCE_DAYS = 28
 WHY_TERMS = 3  # words a "why?" names
@@ -75,15 +78,13 @@ class Taste:
         """Whether an instant alert would hold back a paper of this score."""
         return self.holds_back and score < self.floor
 
-    def with_floor(self, reference: Sequence[Vector], *, hold: float = HOLD) -> Taste:
+    def with_floor(
+        self, reference: Sequence[Vector], *, hold: float = HOLD, most: float = MOST
+    ) -> Taste:
         """This taste with its hold-back floor set from ``reference``: the vectors of the
-        followed topics' recent papers (the share the reader wants, from its ratings)."""
-        share = self.up / max(self.up + self.down, 1)
-        if not reference or share >= MOST or not self.holds_back:
-            return replace(self, floor=0.0)
-        scores = sorted(self.score(v) for v in reference)
-        q = hold * (1 - share)
-        return replace(self, floor=scores[int(q * (len(scores) - 1))])
+        followed topics' recent unrated papers (see ``hold_floor``)."""
+        scores = [self.score(v) for v in reference] if self.holds_back else []
+        return replace(self, floor=hold_floor(scores, self.up, self.down, hold=hold, most=most))
 
     def reasons(self, vector: Vector, n: int = WHY_TERMS) -> tuple[list[str], list[str]]:
         """The words that weighed most for and against a paper."""
@@ -117,6 +118,22 @@ class Taste:
             data.get("words", {}),
             data.get("floor", 0.0),
         )
+
+
+def hold_floor(
+    scores: Sequence[float], up: int, down: int, *, hold: float = HOLD, most: float = MOST
+) -> float:
+    """The score below which alerts hold a paper back, from the taste's ``scores`` of the
+    followed topics' recent unrated papers and the chat's rating counts: the ``hold`` × (1 − s)
+    quantile of ``scores``, s = up / (up + down) the share of its topics the chat wants; 0
+    (nothing held) before ≥ MIN_UP 👍 and ≥ MIN_DOWN 👎, for s ≥ ``most``, or without scores."""
+    if not scores or up < MIN_UP or down < MIN_DOWN:
+        return 0.0
+    share = up / (up + down)
+    if share >= most:
+        return 0.0
+    ordered = sorted(scores)
+    return ordered[int(min(hold * (1 - share), 1.0) * (len(ordered) - 1))]
 
 
 # ---------------------------------------------------------------------------------- features
