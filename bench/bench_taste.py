@@ -65,6 +65,7 @@ TUNE = {  # readers the settings are chosen on; the figures are reported on the 
 }
 HOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 1.0)
 MOSTS = (0.5, 0.6, 0.7)
+MIN_UPS = (2, 3, 4, 5)  # 👍 before holding back (with ≥ taste.MIN_DOWN 👎)
 WANTED_LIMIT = {True: 0.10, False: 0.03}  # narrower readers, guide readers (issue 24)
 
 Interval = tuple[float, float, float]
@@ -145,27 +146,35 @@ class Holding:
         ]
 
 
-def tune(runs: Sequence[Replay]) -> tuple[float, float]:
+def tune(runs: Sequence[Replay]) -> tuple[float, float, int]:
     """The grid's best at K = 20 on the tuning readers: the most of the narrower readers'
-    unwanted papers held back (where holding back is on), with at most 10% of their wanted
-    ones and 3% of the guide readers' wanted ones held back."""
+    unwanted papers held back (over all of them, holding on or not: what the reader feels),
+    with at most 10% of their wanted ones and 3% of the guide readers' wanted ones held back.
+    The grid includes how many 👍 holding back waits for (``taste.MIN_UP``)."""
     narrow = [r for r in runs if r.reader.narrow and r.k == 20]
     guide = [r for r in runs if not r.reader.narrow and r.k == 20]
-    best, chosen = -1.0, (taste.HOLD, taste.MOST)
-    for most in MOSTS:
-        for hold in HOLDS:
-            h = Holding(hold, most)
-            on = h.on(narrow)
-            gain, price = h.share(on, False), h.share(on, True)
-            guide_price = h.share(guide, True)
-            ok = price <= WANTED_LIMIT[True] and guide_price <= WANTED_LIMIT[False]
-            print(
-                f"  hold {hold:<4} most {most:<4} narrower readers, holding on ({len(on)}/"
-                f"{len(narrow)}): unwanted held {gain:.0%}, wanted held {price:.1%} · guide "
-                f"readers: wanted held {guide_price:.1%}{'' if ok else '  (over the limits)'}"
-            )
-            if ok and gain > best:
-                best, chosen = gain, (hold, most)
+    best, chosen = -1.0, (taste.HOLD, taste.MOST, taste.MIN_UP)
+    kept = taste.MIN_UP
+    try:
+        for min_up in MIN_UPS:
+            taste.MIN_UP = min_up
+            for most in MOSTS:
+                for hold in HOLDS:
+                    h = Holding(hold, most)
+                    on = h.on(narrow)
+                    gain, price = h.share(narrow, False), h.share(narrow, True)
+                    guide_price = h.share(guide, True)
+                    ok = price <= WANTED_LIMIT[True] and guide_price <= WANTED_LIMIT[False]
+                    print(
+                        f"  from {min_up} 👍, hold {hold:<4} most {most:<4} narrower readers "
+                        f"(holding on for {len(on)}/{len(narrow)}): unwanted held {gain:.0%}, "
+                        f"wanted held {price:.1%} · guide readers: wanted held "
+                        f"{guide_price:.1%}{'' if ok else '  (over the limits)'}"
+                    )
+                    if ok and gain > best:
+                        best, chosen = gain, (hold, most, min_up)
+    finally:
+        taste.MIN_UP = kept
     return chosen
 
 
@@ -219,7 +228,7 @@ def per_reader(runs: Sequence[Replay], h: Holding, k: int = 20) -> None:
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--tune", action="store_true", help="choose HOLD and MOST on the tuning readers"
+        "--tune", action="store_true", help="choose HOLD, MOST, MIN_UP on the tuning readers"
     )
     parser.add_argument(
         "--min-up", type=int, help="what-if: 👍 needed before holding back (not the bot's)"
@@ -248,8 +257,8 @@ async def main() -> int:
     hold, most = taste.HOLD, taste.MOST
     if args.tune:
         print(f"tuning on {len({r.reader.name for r in tuning})} readers (K = 20):")
-        hold, most = tune(tuning)
-        print(f"chosen: HOLD = {hold}, MOST = {most}")
+        hold, most, taste.MIN_UP = tune(tuning)
+        print(f"chosen: HOLD = {hold}, MOST = {most}, MIN_UP = {taste.MIN_UP}")
     print(
         f"\nsettings: C = {settings[0]}, background weight {settings[1]}; hold back below the "
         f"{hold} × (1 − s) quantile of the topic's last {taste.REFERENCE_DAYS} days, s = 👍 / "

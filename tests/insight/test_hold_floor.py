@@ -24,6 +24,9 @@ def test_the_floor_is_a_quantile_that_grows_as_the_chat_wants_less() -> None:
 def test_nothing_is_held_back_without_enough_ratings_or_for_a_broad_reader() -> None:
     assert taste.hold_floor(SCORES, taste.MIN_UP - 1, 40) == 0.0
     assert taste.hold_floor(SCORES, taste.MIN_UP, taste.MIN_DOWN - 1) == 0.0
+    few = taste.MIN_RATED - taste.MIN_UP - 1  # enough 👎, too few ratings in all
+    assert few >= taste.MIN_DOWN and taste.hold_floor(SCORES, taste.MIN_UP, few) == 0.0
+    assert taste.hold_floor(SCORES, taste.MIN_UP, few + 1) > 0.0
     many = 4 * taste.MIN_DOWN
     assert taste.hold_floor(SCORES, many, many, most=0.5) == 0.0  # wants half: nothing held
     assert taste.hold_floor(SCORES, many, many, most=0.6) > 0.0

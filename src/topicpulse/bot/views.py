@@ -305,7 +305,8 @@ def taste_summary(summary: tastes.Summary, left: LeftOut = (), weekly: str = "")
         return View(
             "🎯 <b>Your taste</b>: nothing learned yet. With a few ratings, digests list papers "
             "in your order (best first) and instant alerts hold back what you would not want "
-            f"(after {taste.MIN_UP} 👍 and {taste.MIN_DOWN} 👎).\n\n{more}{TASTE_HELP}",
+            f"(after {taste.MIN_RATED} ratings, {taste.MIN_UP}+ 👍 and {taste.MIN_DOWN}+ 👎)."
+            f"\n\n{more}{TASTE_HELP}",
             keyboard,
         )
     lines = [f"🎯 <b>Your taste</b>: {summary.up} 👍 · {summary.down} 👎"]
@@ -317,13 +318,16 @@ def taste_summary(summary: tastes.Summary, left: LeftOut = (), weekly: str = "")
         lines.append("(learning from your latest ratings…)")
     if summary.taste is None and not summary.training:
         lines.append("A 👍 or two more and digests come in your order.")
-    enough = summary.up >= taste.MIN_UP and summary.down >= taste.MIN_DOWN
+    enough = taste.enough_ratings(summary.up, summary.down)
     if not summary.hold_back:
         lines.append("Holding back: off (/taste on)")
     elif enough:
         lines.append("Holding back: on — alerts keep unlikely papers in a quiet list.")
     else:
-        lines.append(f"Holding back starts after {taste.MIN_UP} 👍 and {taste.MIN_DOWN} 👎.")
+        lines.append(
+            f"Holding back starts after {taste.MIN_RATED} ratings, with {taste.MIN_UP}+ 👍 and"
+            f" {taste.MIN_DOWN}+ 👎."
+        )
     return View("\n".join(lines) + f"\n\n{more}{TASTE_HELP}", keyboard)
 
 

@@ -21,7 +21,7 @@ from topicpulse.insight import taste as taste_model
 from topicpulse.models import Chat, iso
 from topicpulse.store import Store, TasteRow
 
-MIN_LIKED = taste_model.MIN_UP  # 👍 (imported likes count) before the weekly message is sent
+MIN_LIKED = 5  # 👍 (imported likes count) before the weekly message is sent
 HEADER = (
     "✨ <b>For you this week</b> — outside your topics, the last 7 days, best first"
     " (<code>/foryou off</code> stops these):"
