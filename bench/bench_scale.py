@@ -680,24 +680,48 @@ class Simulation:
 
 
 def limits(r: dict[str, Any]) -> dict[str, Any]:
-    """The measured edge of one machine, from this run's figures (see docs/performance.md)."""
+    """The measured edge of one machine, from this run's figures (see docs/performance.md):
+    which promise broke first, and what ran out."""
     days = max(1, r["days"])
     per_day = r["messages"] / days
     ceiling_day = CEILING * 86_400
     cpu_day = r["bot_cpu_s"] / days
+    behind = r["instant_beyond_ceiling_plus_1min"] + r["digests_late_15min"]
+    if behind:
+        binding = (
+            f"CPU binds first: {r['instant_beyond_ceiling_plus_1min']:,} instant alerts went "
+            "out later than the ceiling's time plus a minute and "
+            f"{r['digests_late_15min']:,} digests later than 15 minutes where the ceiling "
+            f"allowed (a round took {r['match_seconds_per_round']:.0f} s, "
+            f"{r['cpu_per_round_s']:.0f} s of CPU)"
+        )
+    elif r["ceiling_bound_hours"]:
+        binding = (
+            f"Telegram's ceiling binds first: hours {r['ceiling_bound_hours']} needed more than "
+            "15 minutes at 30/s"
+        )
+    else:
+        binding = (
+            "Every promise held; the nearest limit is the ceiling in the bursts (the busiest at "
+            f"{r['ceiling_used_peak']:.2f} of it)"
+        )
+    memory = (
+        f"; memory over 500 MB ({r['peak_rss_mb']:.0f} MB, the whole process)"
+        if r["peak_rss_mb"] > 500
+        else ""
+    )
     return {
         "messages_per_day": round(per_day),
         "ceiling_messages_per_day": int(ceiling_day),
         "share_of_ceiling_per_day": round(per_day / ceiling_day, 3),
         "bot_cpu_share_of_one_core": round(cpu_day / 86_400, 3),
         "store_mb_per_day": round(r["store_bytes_per_chat_day"] * r["chats"] / 2**20, 1),
+        "cpu_bound": bool(behind),
         "words": (
             f"{r['chats']:,} chats send {per_day:,.0f} messages a day, "
             f"{per_day / ceiling_day:.0%} of Telegram's 30/s ceiling over the day; the bot "
             f"used {cpu_day / 86_400:.1%} of one core and its store grew "
-            f"{r['store_bytes_per_chat_day']:.0f} bytes per chat-day. The ceiling binds in the "
-            f"bursts first (hours {r['ceiling_bound_hours'] or 'none'} needed more than 15 "
-            "minutes at 30/s), long before CPU, memory or disk."
+            f"{r['store_bytes_per_chat_day']:.0f} bytes per chat-day. {binding}{memory}."
         ),
     }
 
