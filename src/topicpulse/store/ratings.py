@@ -36,6 +36,16 @@ class Imported:
 
 
 @dataclass(frozen=True, slots=True)
+class PaperText:
+    """A stored paper's text alone: what a taste scores (read without the rest of the row)."""
+
+    id: int
+    arxiv_id: str
+    title: str
+    abstract: str
+
+
+@dataclass(frozen=True, slots=True)
 class TasteRow:
     chat_id: int
     hold_back: bool
@@ -149,6 +159,17 @@ class RatingQueries(Database):
             (before_id if before_id is not None else 2**63 - 1, limit),
         )
         return [rows.stored_paper(r) for r in found]
+
+    async def topic_texts(self, topic_id: int, *, since: str, limit: int) -> list[PaperText]:
+        """The texts of a topic's ``limit`` newest papers published since ``since`` (newest
+        first): the papers a taste's hold-back floor is set from."""
+        found = await self._rows(
+            "SELECT p.id, p.arxiv_id, p.title, p.abstract FROM topic_papers tp"
+            " JOIN papers p ON p.id = tp.paper_id WHERE tp.topic_id = ? AND tp.published >= ?"
+            " ORDER BY tp.published DESC, tp.paper_id DESC LIMIT ?",
+            (topic_id, since, limit),
+        )
+        return [rows.model(PaperText, r) for r in found]
 
     async def papers_published(
         self, since: str, until: str, *, limit: int = 5_000
