@@ -121,6 +121,9 @@ class Database:
         # percent (a common term's count costs a scan of its whole posting list).
         self._term_documents: dict[str, int] = {}
         self._term_documents_papers = 0
+        # 👍 / 👎 taps waiting to be written together, and the task writing them (ratings.py)
+        self._taps: list[Any] = []
+        self._tap_writer: asyncio.Task[None] | None = None
 
     def _now(self) -> str:
         return iso(self.clock())
@@ -173,6 +176,8 @@ class Database:
         return self.path != ":memory:"
 
     async def close(self) -> None:
+        if self._tap_writer is not None:  # the taps taken in are written first
+            await asyncio.gather(self._tap_writer, return_exceptions=True)
         for reader in self._readers.connections:
             await reader.close()
         await self._conn.close()
