@@ -110,6 +110,7 @@ from topicpulse.topics.catalogue import custom_topic, load_catalogue, sync_catal
 EVENTS_ENV = "BENCH_REPLIES_EVENTS"
 SWITCH_ENV = "BENCH_REPLIES_SWITCH_INTERVAL"
 LIGHT_ENV = "BENCH_REPLIES_LIGHT"
+CPROFILE_ENV = "BENCH_REPLIES_CPROFILE"
 BASE = OUT / "replies-base.db"  # the prepared store, cached per day and parameters
 STALL = 0.020  # seconds: event-loop stalls longer than this are recorded by the child
 WATCH_EVERY = 0.010
@@ -397,7 +398,18 @@ def child_main() -> int:
         emit("ready")
 
     app.post_init = bench_post_init
-    app.run_polling(allowed_updates=Update.ALL_TYPES)
+    if os.environ.get(CPROFILE_ENV):  # --cprofile: the event loop's thread, to a file
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            app.run_polling(allowed_updates=Update.ALL_TYPES)
+        finally:
+            profiler.disable()
+            profiler.dump_stats(os.environ[CPROFILE_ENV])
+    else:
+        app.run_polling(allowed_updates=Update.ALL_TYPES)
     events.close()
     return 0
 
@@ -1105,6 +1117,8 @@ async def main(args: argparse.Namespace) -> int:
         env[SWITCH_ENV] = str(args.switch_interval)
     if args.light:
         env[LIGHT_ENV] = "1"
+    if args.cprofile:
+        env[CPROFILE_ENV] = str(OUT / "replies-bot.prof")
     bot = await bot_child(env, log_path).start()
     proc = psutil.Process(bot.pid)
     events = Events(events_path)
@@ -1472,6 +1486,11 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument(
         "--rate-every", type=float, default=20.0, help="--raters: seconds between a chat's taps"
+    )
+    parser.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="cProfile the bot's event-loop thread into bench/out/replies-bot.prof",
     )
     parser.add_argument("--verbose", action="store_true", help="the slowest commands")
     return parser.parse_args()

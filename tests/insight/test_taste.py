@@ -205,6 +205,29 @@ async def test_the_trainer_trains_due_chats_in_batches(monkeypatch: pytest.Monke
             assert (await store.taste(chat_id)).model  # type: ignore[union-attr]
 
 
+async def test_the_trainer_waits_while_a_round_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(taste, "BUSY_POLL", 0.01)
+    async with await Store.open(":memory:") as store:
+        await store.upsert_papers(generate_papers(start=START, days=3, per_weekday=40, seed=6))
+        await _rate(store, 1, (await stored(store))[:4])
+        round_running, looks = [True], [0]
+
+        def busy() -> bool:
+            looks[0] += 1
+            return round_running[0]
+
+        trainer = taste.Trainer(store, busy=busy)
+        running = asyncio.create_task(trainer.run())
+        try:
+            await wait_for(lambda: looks[0] >= 3, what="the trainer to look at the round")
+            assert trainer.trained == 0 and await store.tastes_due() == [1]
+            round_running[0] = False
+            await wait_for(lambda: trainer.trained == 1, what="the chat trained after the round")
+        finally:
+            running.cancel()
+        assert await store.tastes_due() == []
+
+
 async def test_a_worker_keeps_the_index_counts_between_calls(store: Store) -> None:
     terms = ["model", "learn", "graph"]
     counts = await store.term_documents(terms)

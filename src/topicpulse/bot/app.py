@@ -87,6 +87,11 @@ class Pipeline:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     web_runner: web.AppRunner | None = None  # the topic pages, when a port is configured
+    rounds: int = 0  # intake rounds and backfills running now
+
+    def in_round(self) -> bool:
+        """Whether an intake round (or a backfill) is running, or its matching."""
+        return self.rounds > 0 or self.engine_lock.locked()
 
     def delivery_state(self) -> str:
         """For /healthz: "halted" (Telegram keeps failing), "stopped", or "running"."""
@@ -125,14 +130,18 @@ class Pipeline:
     async def poll_round(self) -> None:
         """An intake round; then the history, if a harvest of it stopped (arXiv failed), so
         momentum never keeps a hole; then match."""
-        await self.ingestor.poll()
-        if (
-            self.backfill_weeks
-            and not self.running("backfill")
-            and await self.ingestor.history_missing(self.backfill_weeks)
-        ):
-            await self._backfill_days()
-        await self.after_ingest()
+        self.rounds += 1
+        try:
+            await self.ingestor.poll()
+            if (
+                self.backfill_weeks
+                and not self.running("backfill")
+                and await self.ingestor.history_missing(self.backfill_weeks)
+            ):
+                await self._backfill_days()
+            await self.after_ingest()
+        finally:
+            self.rounds -= 1
 
     async def next_look(self) -> timedelta:
         """How long until the calendar's next intake round (after this one)."""
@@ -143,8 +152,12 @@ class Pipeline:
 
     async def backfill(self) -> None:
         """The history at start (the configured weeks, where not complete), then a match."""
-        await self._backfill_days()
-        await self.after_ingest()
+        self.rounds += 1
+        try:
+            await self._backfill_days()
+            await self.after_ingest()
+        finally:
+            self.rounds -= 1
 
     async def _backfill_days(self) -> None:
         progress = starting.ProgressLog()
@@ -268,7 +281,7 @@ def build_application(
             else Schedule(Calendar.of(settings.arxiv_holidays)),
         )
         app.bot_data["pipeline"] = pipeline
-        trainer = taste.Trainer(store)
+        trainer = taste.Trainer(store, busy=pipeline.in_round)  # (training waits for rounds)
         app.bot_data["topicpulse"] = handlers.BotContext(
             store=store,
             settings=settings,

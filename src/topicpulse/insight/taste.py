@@ -21,7 +21,7 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
@@ -209,6 +209,8 @@ async def train(
 
 # ---------------------------------------------------------------------------------- per chat
 BATCH = 16  # chats one call of the worker process trains (one connection, topics read once)
+DUTY = 0.5  # the share of the time the Trainer keeps a worker process busy, at most
+BUSY_POLL = 0.5  # seconds between looks at whether the round that holds training back ended
 
 
 async def learn(
@@ -282,10 +284,16 @@ async def scored(
 class Trainer:
     """Retrains the tastes of chats whose ratings changed, ``BATCH`` at a time, in the worker
     process (in this process for an in-memory store). ``mark`` is called after a rating is
-    stored; ``run`` is the background task (it also picks up what was due before a restart)."""
+    stored; ``run`` is the background task (it also picks up what was due before a restart).
 
-    def __init__(self, store: Store) -> None:
+    It yields: no batch starts while ``busy()`` (an intake round is running: its matching
+    needs the worker processes), and after each batch it rests as long as the batch took
+    (``DUTY``), so that a thousand readers rating at once keep one worker process half busy,
+    not the machine."""
+
+    def __init__(self, store: Store, *, busy: Callable[[], bool] = lambda: False) -> None:
         self.store = store
+        self.busy = busy
         self._wake = asyncio.Event()
         self._wake.set()  # at start: whatever was due before a restart
         self.trained = 0
@@ -294,12 +302,17 @@ class Trainer:
         self._wake.set()
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
             while due := await self.store.tastes_due():
                 for start in range(0, len(due), BATCH):
+                    while self.busy():
+                        await asyncio.sleep(BUSY_POLL)
+                    began = loop.time()
                     await self.train(due[start : start + BATCH])
+                    await asyncio.sleep((loop.time() - began) * (1 - DUTY) / DUTY)
 
     async def train(self, chat_ids: Sequence[int]) -> None:
         try:
