@@ -10,6 +10,14 @@ its own.
 
     .venv/bin/python bench/bench_memory.py             # ~2 min the first time, then ~1.5 min
     .venv/bin/python bench/bench_memory.py --fresh     # rebuild the store
+    .venv/bin/python bench/bench_memory.py --ratings 50   # what 10,000 chats' tastes add
+
+``--ratings N`` (issue 24: "10,000 chats with 50 ratings each add ≤ 50 MB"): every chat rates
+N random papers of the store (stored as taps store them, each chat's taste due; cached in
+bench/out/memory-rated-N.db), and the bot runs twice: on the store without the ratings, and on
+the one with them, where it first trains every due taste as it does after a restart (its
+Trainer, in the worker process) before the users type; /taste and /foryou join the commands in
+both runs. Reported: the bot's own RSS in both, the difference, and the store's bytes added.
 """
 
 from __future__ import annotations
@@ -20,8 +28,11 @@ import dataclasses
 import random
 import shutil
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import psutil
 
 from _support import OUT, BotProcess, RssSampler, bot_env, mb, outbox_counts, wait_until
 from fake_arxiv import FakeArxiv, listing_papers
@@ -52,6 +63,11 @@ def recycled(templates: list[Paper], n: int, *, first: int, newest: datetime, sp
         )
 
 
+def chat_ids() -> list[int]:
+    """The store's chats: 5% of them groups."""
+    return [c + 1 if c % 20 else -(1_000_000_000_000 + c) for c in range(CHATS)]
+
+
 async def build(db: Path, templates: list[Paper]) -> None:
     started = time.monotonic()
     for suffix in ("", "-wal", "-shm"):
@@ -78,8 +94,7 @@ async def build(db: Path, templates: list[Paper]) -> None:
         for q in queries:
             topic_ids.append((await topics.custom_topic(store, q)).id)
         print(f"  {len(topic_ids)} topics ({time.monotonic() - started:.0f}s)")
-        for c in range(CHATS):
-            chat_id = c + 1 if c % 20 else -(1_000_000_000_000 + c)  # 5% groups
+        for c, chat_id in enumerate(chat_ids()):
             await store.ensure_chat(chat_id, type="supergroup" if chat_id < 0 else "private")
             for k in range(FOLLOWS):
                 await store.subscribe(chat_id, topic_ids[(c * FOLLOWS + k) % len(topic_ids)])
@@ -90,8 +105,10 @@ async def build(db: Path, templates: list[Paper]) -> None:
         )
 
 
-async def users(fake: FakeTelegram, names: list[str], stop: asyncio.Event) -> int:
-    """Users typing commands, one a second."""
+async def users(
+    fake: FakeTelegram, names: list[str], stop: asyncio.Event, *, tastes: bool = False
+) -> int:
+    """Users typing commands, one a second (``tastes``: /taste and /foryou among them)."""
     rng = random.Random(2)
     sent = 0
     while not stop.is_set():
@@ -106,6 +123,7 @@ async def users(fake: FakeTelegram, names: list[str], stop: asyncio.Event) -> in
                 f"/latest {rng.choice(names)} 10",
                 "/list",
                 "/momentum",
+                *(["/taste", "/foryou"] if tastes else []),
             ]
         )
         fake.user_sends(chat, command)
@@ -114,18 +132,32 @@ async def users(fake: FakeTelegram, names: list[str], stop: asyncio.Event) -> in
     return sent
 
 
-async def main(args: argparse.Namespace) -> int:
-    OUT.mkdir(parents=True, exist_ok=True)
-    cached = OUT / "memory.db"
-    templates = listing_papers()
-    if args.fresh or not cached.exists():
-        print("building the store (cached for the next runs):")
-        await build(cached, templates)
+@dataclass
+class Run:
+    label: str
+    started_rss: int = 0
+    trained_rss: int = 0
+    end_rss: int = 0
+    peak: int = 0
+    workers_peak: int = 0
+    train_seconds: float = 0.0
+    polls: int = 0
+    alerts: int = 0
+    commands: int = 0
+    photos: int = 0
+    size: int = 0
+
+
+async def run_bot(
+    source: Path, args: argparse.Namespace, templates: list[Paper], label: str, rated: bool
+) -> Run:
+    """The bot on a copy of ``source``: started; (with ratings) left to train every due
+    taste in its worker process; then users type commands for ``--seconds``."""
     db = OUT / "memory-run.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
-    shutil.copyfile(cached, db)
-    size = db.stat().st_size
+    shutil.copyfile(source, db)
+    result = Run(label, size=db.stat().st_size)
     now = datetime.now(UTC)
     fresh = list(recycled(templates, 400, first=PAPERS + 1, newest=now, span=timedelta(hours=20)))
     fresh = [dataclasses.replace(p, categories=("cs.CL", "cs.LG")) for p in fresh]
@@ -146,40 +178,135 @@ async def main(args: argparse.Namespace) -> int:
     names = [e.name for e in load_catalogue()]
     bot = await BotProcess(env, log_path).start()
     rss = RssSampler(bot.pid).start()
+    workers = WorkersSampler(bot.pid).start()
     try:
         if not await wait_until(lambda: fake.stats["ok"] >= 2, timeout=60):
-            print("the bot did not start; see", log_path)
-            return 1
+            raise SystemExit(f"the bot did not start; see {log_path}")
         await asyncio.sleep(1)
-        started_rss = rss.sample()
+        result.started_rss = rss.sample()
+        if rated:
+            began = time.monotonic()
+            while (due := await tastes_due(db)) > 0:
+                print(f"  {due:,} tastes to train ({time.monotonic() - began:.0f}s)", end="\r")
+                await asyncio.sleep(5)
+            result.train_seconds = time.monotonic() - began
+            print(f"  every taste trained by the bot in {result.train_seconds:.0f}s" + " " * 20)
+            result.trained_rss = rss.sample()
         stop = asyncio.Event()
-        typing = asyncio.create_task(users(fake, names, stop))
+        typing = asyncio.create_task(users(fake, names, stop, tastes=args.ratings > 0))
         await asyncio.sleep(args.seconds)
         stop.set()
-        commands = await typing
+        result.commands = await typing
         await asyncio.sleep(3)
-        end_rss = rss.sample()
+        result.end_rss = rss.sample()
     finally:
         await bot.stop()
         await rss.stop()
-    counts = outbox_counts(db)
+        await workers.stop()
+    result.peak, result.workers_peak = rss.peak, workers.peak
+    result.alerts = outbox_counts(db).get("sent", 0)
     await arxiv.close()
     await fake.stop()
-    polls = log_path.read_text("utf-8", "replace").count("poll round:")
-    photos = sum(1 for m in fake.sent if m.method == "sendPhoto")
+    result.polls = log_path.read_text("utf-8", "replace").count("poll round:")
+    result.photos = sum(1 for m in fake.sent if m.method == "sendPhoto")
+    return result
 
-    print("\n=== bench_memory: the bot's resident memory ===")
-    print(f"store                  {PAPERS} papers, {CHATS} chats, {CHATS * FOLLOWS} subscriptions"
-          f" ({size / 2**20:.0f} MB database)")  # fmt: skip
-    print(f"activity               {polls} polls ({len(fresh)} new papers), "
-          f"{counts.get('sent', 0)} alerts sent, {commands} commands "
-          f"({photos} charts) in {args.seconds:.0f}s")  # fmt: skip
-    print(f"RSS after start        {mb(started_rss)}")
-    print(f"RSS at the end         {mb(end_rss)}")
-    print(f"peak RSS               {mb(rss.peak)} (goal ≤ 200 MB)")
-    ok = rss.peak <= 200 * 2**20
+
+class WorkersSampler(RssSampler):
+    """The peak of the bot's worker processes' resident memory, summed (its children)."""
+
+    def sample(self) -> int:
+        try:
+            rss = sum(c.memory_info().rss for c in self.process.children(recursive=True))
+        except psutil.Error:
+            return self.last
+        self.last = rss
+        self.peak = max(self.peak, rss)
+        return rss
+
+
+async def tastes_due(db: Path) -> int:
+    store = await Store.open(db, migrate=False, readers=0)
+    try:
+        return len(await store.tastes_due(limit=10**6))
+    finally:
+        await store.close()
+
+
+async def add_ratings(source: Path, target: Path, per_chat: int) -> None:
+    """``source`` with ``per_chat`` ratings by every chat (a third 👎) of random papers of the
+    last 8 weeks, as taps store them: each chat's taste due, none trained."""
+    started = time.monotonic()
+    shutil.copyfile(source, target)
+    rng = random.Random(4)
+    async with await Store.open(target) as store:
+        papers = await store.recent_papers(40_000)
+        chats = chat_ids()
+        for n, chat_id in enumerate(chats):
+            for k, paper in enumerate(rng.sample(papers, per_chat)):
+                await store.toggle_rating(chat_id, paper, -1 if k % 3 == 0 else 1)
+            if n % 1000 == 999:
+                print(f"  {n + 1} chats rated ({time.monotonic() - started:.0f}s)")
+    print(f"  {len(chats)} chats × {per_chat} ratings ({time.monotonic() - started:.0f}s)")
+
+
+def report(run: Run, seconds: float) -> None:
+    print(f"{run.label}:")
+    print(f"  database               {run.size / 2**20:.0f} MB")
+    print(f"  activity               {run.polls} polls, {run.alerts} alerts sent, "
+          f"{run.commands} commands ({run.photos} charts) in {seconds:.0f}s")  # fmt: skip
+    print(f"  RSS after start        {mb(run.started_rss)}")
+    if run.train_seconds:
+        print(f"  RSS after training     {mb(run.trained_rss)} (every taste trained in "
+              f"{run.train_seconds:.0f}s, in the worker process)")  # fmt: skip
+    print(f"  RSS at the end         {mb(run.end_rss)}")
+    print(f"  peak RSS               {mb(run.peak)} (goal ≤ 200 MB)")
+    print(f"  worker processes, peak {mb(run.workers_peak)} (not the bot's own)")
+
+
+async def main(args: argparse.Namespace) -> int:
+    OUT.mkdir(parents=True, exist_ok=True)
+    cached = OUT / "memory.db"
+    templates = listing_papers()
+    if args.fresh or not cached.exists():
+        print("building the store (cached for the next runs):")
+        await build(cached, templates)
+    if not args.ratings:
+        run = await run_bot(cached, args, templates, "the bot", rated=False)
+        print("\n=== bench_memory: the bot's resident memory ===")
+        print(f"store                  {PAPERS} papers, {CHATS} chats, {CHATS * FOLLOWS} "
+              "subscriptions")  # fmt: skip
+        report(run, args.seconds)
+        ok = run.peak <= 200 * 2**20
+        print("RESULT:", "goal met" if ok else "goal missed")
+        return 0 if ok else 1
+    rated = OUT / f"memory-rated-{args.ratings}.db"
+    if args.fresh or not rated.exists():
+        print(f"adding {args.ratings} ratings to every chat (cached for the next runs):")
+        await add_ratings(cached, rated, args.ratings)
+    plain = await run_bot(cached, args, templates, "without ratings", rated=False)
+    taught = await run_bot(rated, args, templates, f"{args.ratings} ratings a chat", rated=True)
+    print("\n=== bench_memory --ratings: what the chats' tastes add ===")
+    print(f"store                  {PAPERS} papers, {CHATS} chats, {CHATS * FOLLOWS} "
+          f"subscriptions; the same commands in both runs (+ /taste, /foryou)")  # fmt: skip
+    report(plain, args.seconds)
+    report(taught, args.seconds)
+    added_end = taught.end_rss - plain.end_rss
+    added_peak = taught.peak - plain.peak
+    print(
+        f"added by {CHATS:,} chats × {args.ratings} ratings: RSS at the end "
+        f"{added_end / 2**20:+.0f} MB, peak {added_peak / 2**20:+.0f} MB (goal ≤ 50 MB); the "
+        f"store {(taught.size - plain.size) / 2**20:+.0f} MB before training, "
+        f"{(run_size(OUT / 'memory-run.db') - plain.size) / 2**20:+.0f} MB with the tastes"
+    )
+    ok = max(added_end, added_peak) <= 50 * 2**20
     print("RESULT:", "goal met" if ok else "goal missed")
     return 0 if ok else 1
+
+
+def run_size(db: Path) -> int:
+    """The database's bytes, its write-ahead log included."""
+    return sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal") if Path(f"{db}{s}").exists())
 
 
 if __name__ == "__main__":
@@ -187,4 +314,10 @@ if __name__ == "__main__":
     parser.add_argument("--fresh", action="store_true", help="rebuild the cached store")
     parser.add_argument("--seconds", type=float, default=60, help="how long users type commands")
     parser.add_argument("--poll-every", type=float, default=20, help="TOPICPULSE_POLL_SECONDS")
+    parser.add_argument(
+        "--ratings",
+        type=int,
+        default=0,
+        help="every chat rates this many papers: the bot with and without them (issue 24)",
+    )
     raise SystemExit(asyncio.run(main(parser.parse_args())))

@@ -86,6 +86,8 @@ from typing import Any
 
 import psutil
 
+from _raters import KIND as RATERS_KIND
+from _raters import Raters, collect_answers, post_messages, prepare_raters
 from _support import (
     OUT,
     ArxivProcess,
@@ -108,6 +110,7 @@ from topicpulse.topics.catalogue import custom_topic, load_catalogue, sync_catal
 EVENTS_ENV = "BENCH_REPLIES_EVENTS"
 SWITCH_ENV = "BENCH_REPLIES_SWITCH_INTERVAL"
 LIGHT_ENV = "BENCH_REPLIES_LIGHT"
+CPROFILE_ENV = "BENCH_REPLIES_CPROFILE"
 BASE = OUT / "replies-base.db"  # the prepared store, cached per day and parameters
 STALL = 0.020  # seconds: event-loop stalls longer than this are recorded by the child
 WATCH_EVERY = 0.010
@@ -288,7 +291,26 @@ def child_main() -> int:
 
         return wrapper
 
+    def timed_write(write: Any) -> Any:
+        """every write transaction: how long it waited to begin (the bot's write lock, then
+        SQLite's), and how long it took in all"""
+
+        @contextlib.asynccontextmanager
+        async def wrapper(self: Database) -> Any:
+            started = time.monotonic()
+            began = started
+            try:
+                async with write(self) as conn:
+                    began = time.monotonic()
+                    yield conn
+            finally:
+                emit("write", t=started, waited=began - started,
+                     seconds=time.monotonic() - started, task=task_id())  # fmt: skip
+
+        return wrapper
+
     if not light:
+        patch([(Database, "_write")], timed_write)
         patch([(Database, "_read")], timed_borrow)
         patch([(Database, "_row")], timed_read)
         patch([(Database, "_rows")], timed_read)
@@ -376,7 +398,18 @@ def child_main() -> int:
         emit("ready")
 
     app.post_init = bench_post_init
-    app.run_polling(allowed_updates=Update.ALL_TYPES)
+    if os.environ.get(CPROFILE_ENV):  # --cprofile: the event loop's thread, to a file
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+        try:
+            app.run_polling(allowed_updates=Update.ALL_TYPES)
+        finally:
+            profiler.disable()
+            profiler.dump_stats(os.environ[CPROFILE_ENV])
+    else:
+        app.run_polling(allowed_updates=Update.ALL_TYPES)
     events.close()
     return 0
 
@@ -389,7 +422,7 @@ def _stack(frame: Any, depth: int = 14, keep_idle: bool = False) -> list[str]:
     its innermost line blocks in a queue, lock or select (unless ``keep_idle``)."""
     if frame is None:
         return []
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno or 0)
     if not keep_idle and any(w in line for w in _WAITING):
         return []
     out: list[str] = []
@@ -566,10 +599,11 @@ class Setup:
     users: dict[int, list[str]]  # user chat → the topics it may ask /momentum about
     catalogue: list[str]
     custom_matches: list[int]  # papers each follower's custom query matches in the history
+    raters: dict[int, list[int]] = field(default_factory=dict)  # --raters: chat → its papers
 
 
 async def prepare_store(
-    db: Path, plan: Plan, *, followers: int, catalogue_share: float, seed: int = 8
+    db: Path, plan: Plan, *, followers: int, catalogue_share: float, raters: int, seed: int = 8
 ) -> Setup:
     rng = random.Random(seed)
     store = await Store.open(db)
@@ -603,7 +637,8 @@ async def prepare_store(
         await store.ensure_chat(WARMUP_CHAT)
         for topic in catalogue[:5]:
             await store.subscribe(WARMUP_CHAT, topic.id)
-        return Setup(users, [t.name for t in catalogue], custom_matches)
+        rating = await prepare_raters(store, raters, [t.id for t in catalogue], rng)
+        return Setup(users, [t.name for t in catalogue], custom_matches, rating)
     finally:
         await store.close()
 
@@ -615,7 +650,7 @@ async def prepared_store(
     (True: from the cache)."""
     key = json.dumps(
         [str(today), plan.source, len(plan.history), args.new, args.rounds, args.followers,
-         args.catalogue_share, USERS],
+         args.catalogue_share, USERS, args.raters, RATERS_KIND],
     )  # fmt: skip
     sidecar = BASE.with_suffix(".json")
     if not args.rebuild and BASE.exists() and sidecar.exists():
@@ -624,11 +659,16 @@ async def prepared_store(
             shutil.copyfile(BASE, db)
             setup = saved["setup"]
             users = {int(chat): topics for chat, topics in setup.pop("users").items()}
-            return Setup(users=users, **setup), True
+            raters = {int(chat): ids for chat, ids in setup.pop("raters", {}).items()}
+            return Setup(users=users, raters=raters, **setup), True
     sidecar.unlink(missing_ok=True)
     base = fresh_db(BASE.name)
     setup = await prepare_store(
-        base, plan, followers=args.followers, catalogue_share=args.catalogue_share
+        base,
+        plan,
+        followers=args.followers,
+        catalogue_share=args.catalogue_share,
+        raters=args.raters,
     )
     sidecar.write_text(json.dumps({"key": key, "setup": dataclasses.asdict(setup)}), "utf-8")
     shutil.copyfile(base, db)
@@ -1065,6 +1105,8 @@ async def main(args: argparse.Namespace) -> int:
     fake = FakeTelegram(enforce_limits=True, latency=args.latency)
     await fake.start()
     handed = track_deliveries(fake)
+    messages = post_messages(fake, setup.raters)
+    raters = Raters(fake, setup.raters, messages, args.rate_every) if setup.raters else None
     # the fake arXiv serves the last 10 days (a poll reads 7) and, from each round on, its papers
     cutoff = iso(datetime.combine(today - timedelta(days=10), datetime.min.time(), UTC))
     served = [p for p in plan.history if p.published >= cutoff]
@@ -1075,6 +1117,8 @@ async def main(args: argparse.Namespace) -> int:
         env[SWITCH_ENV] = str(args.switch_interval)
     if args.light:
         env[LIGHT_ENV] = "1"
+    if args.cprofile:
+        env[CPROFILE_ENV] = str(OUT / "replies-bot.prof")
     bot = await bot_child(env, log_path).start()
     proc = psutil.Process(bot.pid)
     events = Events(events_path)
@@ -1112,6 +1156,7 @@ async def main(args: argparse.Namespace) -> int:
             await arxiv.replace([*served, *(p for b in plan.batches[: k + 1] for p in b)])
             stop = asyncio.Event()
             typing = asyncio.create_task(typist.type_until(stop.is_set))
+            tapping = asyncio.create_task(raters.tap_until(stop.is_set)) if raters else None
             spy = await start_profiler(bot.pid, profile_path(k + 1)) if args.profile else None
             await asyncio.sleep(args.lead)
             cpu0 = sum(proc.cpu_times()[:2])
@@ -1125,6 +1170,8 @@ async def main(args: argparse.Namespace) -> int:
             await asyncio.sleep(args.tail)
             stop.set()
             await typing
+            if tapping:
+                await tapping
             info = RoundInfo(k + 1, start, end, drained=drained, cpu=cpu_round)
             alerts = [
                 m.time
@@ -1143,6 +1190,7 @@ async def main(args: argparse.Namespace) -> int:
             if not replies_missing(fake, typist.probes, handed):
                 break
             await asyncio.sleep(0.1)
+        due_at_end = await tastes_due(db) if raters else 0
     finally:
         code = await bot.stop()
         await arxiv.close()
@@ -1271,6 +1319,10 @@ async def main(args: argparse.Namespace) -> int:
         got = (after[0].text or "")[:100] if after else "nothing"
         print(f"  no reply to {p.text!r}; the chat got next: {got!r}")
 
+    unanswered = 0
+    if raters:
+        unanswered = await print_ratings(raters, fake, handed, all_events, rounds, args, db,
+                                         due_at_end)  # fmt: skip
     ip95, bp95 = figures["idle"][1], figures["busy"][1]
     ratio = bp95 / ip95 if ip95 else float("nan")
     by_state = {
@@ -1334,9 +1386,56 @@ async def main(args: argparse.Namespace) -> int:
     load = " / ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"(total {time.monotonic() - began:.0f} s; load average now {load} on "
           f"{os.cpu_count()} CPUs, {load_before} at the start; bot log {log_path})")  # fmt: skip
-    if error or missing or no_chart:
+    if error or missing or no_chart or unanswered:
         return 1
     return 0
+
+
+async def tastes_due(db: Path) -> int:
+    store = await Store.open(db, migrate=False, readers=0)
+    try:
+        return len(await store.tastes_due(limit=10**6))
+    finally:
+        await store.close()
+
+
+async def print_ratings(
+    raters: Raters,
+    fake: FakeTelegram,
+    handed: dict[int, float],
+    events: list[dict[str, Any]],
+    rounds: list[RoundInfo],
+    args: argparse.Namespace,
+    db: Path,
+    due_at_end: int,
+) -> int:
+    """--raters: each tap's acknowledgement by the bot's state, and the Trainer's work."""
+    collect_answers(fake, raters.taps, handed)
+    for tap in raters.taps:
+        if tap.delivered is not None:
+            tap.state = state_at(tap.delivered, rounds, args.tail)
+    spent = sum(r.end - r.start for r in rounds)
+    print(
+        f"ratings: {len(raters.chats)} rater chats, {len(raters.taps)} taps (one every "
+        f"{raters.gap * 1000:.0f} ms on average, each chat every {args.rate_every:.0f} s); "
+        f"acknowledged (handed → answerCallbackQuery at the fake):"
+    )
+    for state in ("idle", "busy", "drain"):
+        stats_line(state, [t.latency for t in raters.taps if t.state == state and t.latency])
+    unanswered = [t for t in raters.taps if t.answered is None]
+    answers: dict[str, int] = {}
+    for tap in raters.taps:
+        key = tap.answer.split(" —")[0].split(".")[0] or "(none)"
+        answers[key] = answers.get(key, 0) + 1
+    trainings = [e for e in events if e["event"] == "learn_apart_end"]
+    busy = sum(e["seconds"] for e in trainings)
+    print(
+        f"  unanswered {len(unanswered)}; answers {answers}; Trainer: {len(trainings)} worker "
+        f"calls, {busy:.1f} s in all ({busy / max(len(trainings), 1) * 1000:.0f} ms a call); "
+        f"tastes still due when typing stopped {due_at_end}, at exit {await tastes_due(db)}"
+        f" (rounds {spent:.1f} s in all)"
+    )
+    return len(unanswered)
 
 
 def parse_args() -> argparse.Namespace:
@@ -1381,6 +1480,17 @@ def parse_args() -> argparse.Namespace:
         "--light",
         action="store_true",
         help="only the round's steps and loop stalls are probed (checks the probes' own cost)",
+    )
+    parser.add_argument(
+        "--raters", type=int, default=0, help="chats tapping 👍/👎 while the rounds run (_raters)"
+    )
+    parser.add_argument(
+        "--rate-every", type=float, default=20.0, help="--raters: seconds between a chat's taps"
+    )
+    parser.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="cProfile the bot's event-loop thread into bench/out/replies-bot.prof",
     )
     parser.add_argument("--verbose", action="store_true", help="the slowest commands")
     return parser.parse_args()

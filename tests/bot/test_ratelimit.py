@@ -19,6 +19,7 @@ from topicpulse.bot.buckets import Priority, PriorityBucket, TokenBucket
 from topicpulse.bot.ratelimit import (
     ChatCoolingDown,
     Limits,
+    NoRoom,
     TelegramRateLimiter,
     _retry_after,
     paced,
@@ -166,6 +167,73 @@ async def test_bulk_leaves_the_reserve_for_replies() -> None:
         task.cancel()
     await asyncio.gather(*bulk, return_exceptions=True)
     assert bucket.waiting() == 0
+
+
+async def test_low_sends_go_after_replies_and_bulk_and_leave_the_reserve() -> None:
+    clock = VirtualClock()
+    bucket = PriorityBucket(rate=50, burst=2, reserve=1, clock=clock, sleep=clock.sleep)
+    order: list[str] = []
+
+    async def take(tag: str, priority: Priority) -> None:
+        await bucket.acquire(priority)
+        order.append(tag)
+
+    tasks = [asyncio.create_task(take(f"low{i}", Priority.LOW)) for i in range(3)]
+    await asyncio.sleep(0)
+    tasks += [asyncio.create_task(take(f"bulk{i}", Priority.BULK)) for i in range(2)]
+    await asyncio.sleep(0)
+    tasks.append(asyncio.create_task(take("reply", Priority.REPLY)))
+    await clock.run(asyncio.gather(*tasks))
+    # low0 found the bucket empty; then the reply at once (the reserve), bulk, the rest of low
+    assert order == ["low0", "reply", "bulk0", "bulk1", "low1", "low2"]
+
+
+async def test_a_low_send_into_a_cooling_chat_is_refused_at_once() -> None:
+    clock = VirtualClock()
+    limiter = on(clock)
+    api = Api(clock)
+    api.fail(1, flood(5))
+    with pytest.raises(RetryAfter):  # a 429 is not retried for a low send
+        await clock.run(
+            limiter.process_request(
+                api.callback(1), (), {}, "editMessageReplyMarkup", {"chat_id": 1}, Priority.LOW
+            )
+        )
+    with pytest.raises(ChatCoolingDown):
+        await clock.run(
+            limiter.process_request(
+                api.callback(1), (), {}, "editMessageReplyMarkup", {"chat_id": 1}, Priority.LOW
+            )
+        )
+    assert len(api.times(1)) == 1
+
+
+async def test_a_low_send_waits_for_room_at_most_a_while() -> None:
+    clock = VirtualClock()
+    limits = Limits()
+    limiter = on(clock, limits)
+    api = Api(clock)
+    bulk = [asyncio.create_task(send(limiter, api, c, bulk=True)) for c in range(1, 121)]
+    await clock.advance(0.5)  # a backlog of alerts: more than low_max_wait of it
+    low = asyncio.create_task(
+        limiter.process_request(
+            api.callback(5000), (), {}, "editMessageReplyMarkup", {"chat_id": 5000}, Priority.LOW
+        )
+    )
+    asked = clock()
+    with pytest.raises(NoRoom):
+        await clock.run(low)
+    assert clock() - asked == pytest.approx(limits.low_max_wait)
+    assert api.times(5000) == []  # never sent
+    await clock.run(asyncio.gather(*bulk))
+    assert len(api.calls) == 120
+    # room again: a low send goes out at once
+    await clock.run(
+        limiter.process_request(
+            api.callback(5000), (), {}, "editMessageReplyMarkup", {"chat_id": 5000}, Priority.LOW
+        )
+    )
+    assert len(api.times(5000)) == 1
 
 
 async def test_a_cancelled_waiter_does_not_block_the_queue() -> None:

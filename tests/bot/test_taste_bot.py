@@ -82,6 +82,26 @@ async def test_rating_a_paper_is_stored_shown_undone_and_durable(bot: Bot) -> No
     assert await bot.store.rating_counts(USER) == (1, 0)
 
 
+async def test_a_tick_telegram_refuses_is_left_out_and_the_rating_stays(bot: Bot) -> None:
+    """A rating's tick is a low send: refused (a 429 for that chat) it is not retried, the
+    tap's answer has acknowledged the rating already, and the next tick finds the chat closed
+    and leaves itself out at once (the rate limiter's tests: it also waits at most
+    ``low_max_wait`` for room)."""
+    card = await bot.say(USER, "/paper 2611.00001")
+    pid = await paper_id(bot, "2611.00001")
+    bot.fake.fail_next(
+        "editMessageReplyMarkup", status=429, description="Too Many Requests", retry_after=30
+    )
+    _, answer = await bot.press(USER, card, f"r:{pid}:+")
+    assert answer["text"].startswith("👍 Noted")
+    edits = bot.fake.calls_to("editMessageReplyMarkup")
+    assert [c.error_code for c in edits] == [429]  # tried once, not retried
+    _, answer = await bot.press(USER, card, f"r:{pid}:-")
+    assert answer["text"].startswith("👎 Noted")
+    assert len(bot.fake.calls_to("editMessageReplyMarkup")) == 1  # closed: left out at once
+    assert await bot.store.ratings_for(USER, [pid]) == {pid: -1}
+
+
 async def test_every_list_of_papers_has_a_numbered_row_per_paper(bot: Bot) -> None:
     for command in ("/latest RL for Language Models 3", "/search GRPO", "/similar 2611.00001"):
         [listed] = await bot.ask(USER, command)

@@ -1,22 +1,19 @@
 """``topicpulse run``: the python-telegram-bot Application, wired to the pipeline.
 
 Jobs (python-telegram-bot's JobQueue): an intake round (OAI-PMH, ``sources/ingest.py``) at
-every start, then shortly after each update arXiv's calendar expects, again with backoff while
-it has not appeared (``sources/calendar.Schedule``), or, with TOPICPULSE_POLL_SECONDS set, every
-N seconds; each followed by matching and spike detection (at every start, a history of the
-configured backfill weeks that is not complete yet is harvested in the background, and an
-intake round resumes one that stopped); the daily maintenance (``delivery/upkeep.py``); a
-delivery worker that sends the outbox as soon as a round queued something (and every few
-seconds for digests that fall due, or when a deferred chat may be retried). Every message
-goes through ``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; replies ahead of
-alerts). Shutdown on SIGINT/SIGTERM lets the sends in flight finish (``DELIVERY_GRACE``), then
-abandons the rest safely — every round and every delivery is settled in the store
-transactionally — and closes the database.
+every start, then shortly after each update arXiv's calendar expects, with backoff while it
+has not appeared (``sources/calendar.Schedule``), or every TOPICPULSE_POLL_SECONDS; each
+followed by matching and spike detection (at start, an incomplete history of the configured
+backfill weeks is harvested in the background); the daily maintenance (``delivery/upkeep``);
+a delivery worker that sends as soon as a round queued something (and every few seconds for
+digests that fall due, or a deferred chat). Every message goes through
+``bot.ratelimit.TelegramRateLimiter`` (Telegram's limits; replies ahead of alerts). SIGINT or
+SIGTERM lets the sends in flight finish (``DELIVERY_GRACE``), abandons the rest safely (every
+round and delivery is settled in the store transactionally) and closes the database.
 
-Updates arrive by long polling, or, with TOPICPULSE_WEBHOOK_URL set, by webhook: the bot
-registers ``<url>/telegram`` with a secret token and Telegram POSTs each update to the pages'
-server in this process, which hands it to the Application's update queue (PTB's own webhook
-server is not used: one server serves the pages, /healthz and the updates).
+Updates arrive by long polling, or, with TOPICPULSE_WEBHOOK_URL, by webhook: ``<url>/telegram``
+with a secret token, POSTed to the pages' server in this process, which hands each update to
+the Application (one server serves the pages, /healthz and the updates).
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ import gc
 import logging
 import secrets
 import signal
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,6 +34,7 @@ from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
 from topicpulse.bot import handlers, membership, starting
+from topicpulse.bot.common import file_url
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import SendTimeouts, TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
@@ -87,6 +85,19 @@ class Pipeline:
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     engine_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     web_runner: web.AppRunner | None = None  # the topic pages, when a port is configured
+    rounds: int = 0  # intake rounds and backfills running now
+
+    def in_round(self) -> bool:
+        """Whether an intake round (or a backfill) is running, or its matching."""
+        return self.rounds > 0 or self.engine_lock.locked()
+
+    @contextlib.contextmanager
+    def _round(self) -> Iterator[None]:
+        self.rounds += 1
+        try:
+            yield
+        finally:
+            self.rounds -= 1
 
     def delivery_state(self) -> str:
         """For /healthz: "halted" (Telegram keeps failing), "stopped", or "running"."""
@@ -125,14 +136,15 @@ class Pipeline:
     async def poll_round(self) -> None:
         """An intake round; then the history, if a harvest of it stopped (arXiv failed), so
         momentum never keeps a hole; then match."""
-        await self.ingestor.poll()
-        if (
-            self.backfill_weeks
-            and not self.running("backfill")
-            and await self.ingestor.history_missing(self.backfill_weeks)
-        ):
-            await self._backfill_days()
-        await self.after_ingest()
+        with self._round():
+            await self.ingestor.poll()
+            if (
+                self.backfill_weeks
+                and not self.running("backfill")
+                and await self.ingestor.history_missing(self.backfill_weeks)
+            ):
+                await self._backfill_days()
+            await self.after_ingest()
 
     async def next_look(self) -> timedelta:
         """How long until the calendar's next intake round (after this one)."""
@@ -143,8 +155,9 @@ class Pipeline:
 
     async def backfill(self) -> None:
         """The history at start (the configured weeks, where not complete), then a match."""
-        await self._backfill_days()
-        await self.after_ingest()
+        with self._round():
+            await self._backfill_days()
+            await self.after_ingest()
 
     async def _backfill_days(self) -> None:
         progress = starting.ProgressLog()
@@ -268,7 +281,7 @@ def build_application(
             else Schedule(Calendar.of(settings.arxiv_holidays)),
         )
         app.bot_data["pipeline"] = pipeline
-        trainer = taste.Trainer(store)
+        trainer = taste.Trainer(store, busy=pipeline.in_round)  # (training waits for rounds)
         app.bot_data["topicpulse"] = handlers.BotContext(
             store=store,
             settings=settings,
@@ -377,7 +390,7 @@ def build_application(
     app = (
         builder.token(settings.telegram_bot_token)
         .base_url(settings.telegram_api_url)
-        .base_file_url(_file_url(settings.telegram_api_url))
+        .base_file_url(file_url(settings.telegram_api_url))
         .rate_limiter(rate_limiter or TelegramRateLimiter())
         .concurrent_updates(CONCURRENT_UPDATES)
         .post_init(post_init)
@@ -388,12 +401,6 @@ def build_application(
     handlers.register(app)
     membership.register(app)
     return app
-
-
-def _file_url(api_url: str) -> str:
-    """The file endpoint beside a Bot API base URL (".../bot" → ".../file/bot")."""
-    head, _, tail = api_url.rstrip("/").rpartition("/")
-    return f"{head}/file/{tail}" if head else api_url
 
 
 @contextlib.asynccontextmanager

@@ -1,6 +1,6 @@
 """Token buckets on an injectable clock, for pacing sends (``bot.ratelimit``): ``TokenBucket``
 (leaky-bucket accounting) and ``PriorityBucket`` (a bucket whose waiters are served by
-``Priority``, replies first, and whose last ``reserve`` tokens bulk sends never take)."""
+``Priority``, replies first, and whose last ``reserve`` tokens bulk and low sends never take)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,14 @@ from enum import IntEnum
 
 
 class Priority(IntEnum):
-    """``rate_limit_args`` for ``ExtBot`` methods. Only ``BULK`` needs passing: PTB drops falsy
-    ``rate_limit_args``, so ``REPLY`` (0) is what a call without them gets."""
+    """``rate_limit_args`` for ``ExtBot`` methods. Only ``BULK`` and ``LOW`` need passing: PTB
+    drops falsy ``rate_limit_args``, so ``REPLY`` (0) is what a call without them gets.
+    ``LOW``: what only helps (a rating's tick on a message's buttons), sent when neither a
+    reply nor an alert waits; its caller gives up waiting after a while."""
 
     REPLY = 0
     BULK = 1
+    LOW = 2
 
 
 Clock = Callable[[], float]
@@ -65,10 +68,11 @@ class TokenBucket:
 
 
 class PriorityBucket:
-    """A leaky bucket whose waiters are served by priority (replies before bulk, each FIFO).
+    """A leaky bucket whose waiters are served by priority (replies, then bulk, then low; each
+    FIFO).
 
-    A bulk request is only let through while ``reserve`` capacity stays free after it, so a
-    reply finds room at once even when bulk traffic keeps the bucket busy. Time is read from
+    A bulk or low request is only let through while ``reserve`` capacity stays free after it,
+    so a reply finds room at once even when bulk traffic keeps the bucket busy. Time is read from
     ``clock`` and waited for with ``sleep`` (tests inject a virtual clock).
     """
 
@@ -89,12 +93,12 @@ class PriorityBucket:
         self._clock = clock
         self._reserve = reserve
         self._sleep = sleep
-        self._queues: tuple[deque[asyncio.Future[None]], ...] = (deque(), deque())
+        self._queues: tuple[deque[asyncio.Future[None]], ...] = tuple(deque() for _ in Priority)
         self._timer: asyncio.Task[None] | None = None  # wakes the queue when its head fits
         self._timer_at = 0.0
 
     def _need(self, priority: Priority) -> float:
-        return 1.0 + (self._reserve if priority == Priority.BULK else 0.0)
+        return 1.0 + (self._reserve if priority != Priority.REPLY else 0.0)
 
     def waiting(self) -> int:
         return sum(1 for q in self._queues for f in q if not f.done())

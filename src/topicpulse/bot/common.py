@@ -110,6 +110,12 @@ class BotContext:
             self.topic_filters.popitem(last=False)
 
 
+def file_url(api_url: str) -> str:
+    """The file endpoint beside a Bot API base URL (".../bot" → ".../file/bot")."""
+    head, _, tail = api_url.rstrip("/").rpartition("/")
+    return f"{head}/file/{tail}" if head else api_url
+
+
 def services(context: ContextTypes.DEFAULT_TYPE) -> BotContext:
     return context.bot_data["topicpulse"]  # type: ignore[no-any-return]
 

@@ -10,10 +10,12 @@ do not happen in the first place:
 
 * one global leaky bucket (29/s, bursts of 20) shared by everything the bot sends;
 * one bucket per private chat (1/s, bursts of 2) and per group (at most 19 in any minute);
-* two priorities. Replies to users are the default; bulk sends (alerts) pass
-  ``rate_limit_args=Priority.BULK``. Waiters are served reply-first, and bulk sends never take
-  the last tokens of a bucket (``reserve``), which stay free for replies: a user's command is
-  answered about as fast as on an idle bot while thousands of alerts drain at full speed.
+* three priorities. Replies to users are the default; bulk sends (alerts) pass
+  ``rate_limit_args=Priority.BULK``, and what only helps (the tick a rating puts on a message's
+  buttons) ``Priority.LOW``. Waiters are served reply-first, then bulk, then low, and neither
+  bulk nor low sends take the last tokens of a bucket (``reserve``), which stay free for
+  replies: a user's command is answered about as fast as on an idle bot while thousands of
+  alerts drain at full speed, and a thousand readers' ticks never slow either.
 
 It also reacts to the 429s that happen anyway. The chat that got one is closed for
 ``retry_after`` — only that chat, the others keep flowing — unless several chats get one at
@@ -73,6 +75,8 @@ class Limits:
     # Replies retry a 429 (after waiting it out) this often, if the wait is at most this long.
     reply_retries: int = 3
     reply_max_wait: float = 30.0
+    # A low send (a rating's tick) waits at most this long for room, then is left out (NoRoom).
+    low_max_wait: float = 1.0
 
     def scaled(self, factor: float) -> Limits:
         """The same limits ``factor`` times faster (tests against a fake with faster limits)."""
@@ -90,11 +94,16 @@ class Limits:
             global_flood_window=self.global_flood_window / factor,
             reply_retries=self.reply_retries,
             reply_max_wait=self.reply_max_wait,
+            low_max_wait=self.low_max_wait / factor,
         )
 
 
 class ChatCoolingDown(RetryAfter):
     """A bulk send refused before it went out: the chat is serving a 429 penalty."""
+
+
+class NoRoom(RetryAfter):
+    """A low send left out before it went out: no room for it within ``low_max_wait``."""
 
 
 # ---------------------------------------------------------------------------------- limiter
@@ -262,15 +271,31 @@ class TelegramRateLimiter(BaseRateLimiter[Priority]):
         while True:
             now = self._time()
             chat_left = self._chat_cooldown.get(chat, 0.0) - now if chat is not None else 0.0
-            if chat_left > 0 and priority == Priority.BULK:
+            if chat_left > 0 and priority != Priority.REPLY:
                 self.stats.refused += 1
                 raise _retry_after(ChatCoolingDown, chat_left)
             left = max(chat_left, self._global_until - now)
             if left <= 0:
                 return
+            if priority == Priority.LOW:
+                raise _retry_after(NoRoom, left)
             if priority == Priority.REPLY and left > self.limits.reply_max_wait:
                 raise _retry_after(RetryAfter, left)
             await self._sleep(left)
+
+    async def _acquire_by(self, bucket: PriorityBucket, priority: Priority, by: float) -> None:
+        """``bucket.acquire``, or ``NoRoom`` if that takes until ``by`` (clock time)."""
+        acquire = asyncio.ensure_future(bucket.acquire(priority))
+        timer = asyncio.ensure_future(self._sleep(max(0.0, by - self._time())))
+        try:
+            await asyncio.wait({acquire, timer}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+            if not acquire.done():
+                acquire.cancel()  # (the bucket hands a token granted as it left to the next)
+        if acquire.cancelled() or not acquire.done():
+            raise _retry_after(NoRoom, by - self._time())
+        acquire.result()
 
     # ------------------------------------------------------------------ the request
     async def process_request(
@@ -284,14 +309,20 @@ class TelegramRateLimiter(BaseRateLimiter[Priority]):
     ) -> JSON:
         if not paced(endpoint):
             return await callback(*args, **kwargs)
-        priority = Priority.BULK if rate_limit_args == Priority.BULK else Priority.REPLY
+        priority = rate_limit_args if isinstance(rate_limit_args, Priority) else Priority.REPLY
         chat = _chat_key(data.get("chat_id"))
         retries = 0
         while True:
             await self._wait_penalties(chat, priority)
-            if chat is not None:
-                await self._chat_bucket(chat).acquire(priority)
-            await self._global_bucket().acquire(priority)
+            if priority == Priority.LOW:  # room within low_max_wait, or left out
+                deadline = self._time() + self.limits.low_max_wait
+                if chat is not None:
+                    await self._acquire_by(self._chat_bucket(chat), priority, deadline)
+                await self._acquire_by(self._global_bucket(), priority, deadline)
+            else:
+                if chat is not None:
+                    await self._chat_bucket(chat).acquire(priority)
+                await self._global_bucket().acquire(priority)
             if self.cooldown(chat) > 0:  # a 429 elsewhere closed the scope while we queued
                 continue
             self.stats.sent += 1
@@ -301,7 +332,7 @@ class TelegramRateLimiter(BaseRateLimiter[Priority]):
                 seconds = retry_seconds(exc)
                 self._note_flood(chat, seconds)
                 if (
-                    priority == Priority.BULK
+                    priority != Priority.REPLY
                     or retries >= self.limits.reply_retries
                     or seconds > self.limits.reply_max_wait
                 ):

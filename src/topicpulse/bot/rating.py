@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from telegram import CallbackQuery, Message, Update
+from telegram import Message, Update
 from telegram.constants import ChatType
-from telegram.error import BadRequest
+from telegram.error import BadRequest, RetryAfter
 from telegram.ext import ContextTypes
 
 from topicpulse.bot import callbacks, refining, views
+from topicpulse.bot.buckets import Priority
 from topicpulse.bot.common import (
     NOT_ADMIN,
     BotContext,
@@ -43,51 +44,68 @@ HELD_SHOWN = 20  # held-back papers "show" lists at once
 async def rate_button(
     update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.Rate
 ) -> None:
-    """👍 / 👎: stored at once and acknowledged; the message's buttons show the rating; the
-    taste is retrained afterwards, in the worker process."""
+    """👍 / 👎: stored at once (with the other taps of the moment: ``Store.tap``) and
+    acknowledged; the message's buttons show the rating (a low send for the rate limiter:
+    when a thousand readers rate at once, more ticks are due than Telegram lets a bot send,
+    and they must not hold up replies or alerts); the taste is retrained afterwards, in the
+    worker process. A 👎 may bring the offer to leave a word out of a topic (``refining``)."""
     tp = services(context)
     query = update.callback_query
     assert query is not None and update.effective_user is not None
-    found = await tp.store.papers_by_ids([button.paper_id])
-    if not found:
-        await query.answer(callbacks.EXPIRED)
-        return
     chat_id = chat_id_of(update)
-    value = await tp.store.toggle_rating(
-        chat_id, found[0], button.value, rated_by=update.effective_user.id
+    message = query.message if isinstance(query.message, Message) else None
+    key = (message.chat.id, message.message_id) if message else None
+    text, keyboard = (key and tp.last_edit.get(key)) or (
+        (message.text or message.caption or "", _shown(message)) if message else ("", [])
     )
-    await query.answer(views.rated(value))
-    tp.on_rated(chat_id)
-    await _show_ratings(tp, query, chat_id)
-    if value < 0:  # several 👎 in a topic that share a word: offer to leave it out, once
-        await refining.offer_after_dislike(update, context, chat_id, found[0])
-
-
-async def _show_ratings(tp: BotContext, query: CallbackQuery, chat_id: int) -> None:
-    """Tick the chat's ratings on the message's 👍 / 👎 (only the keyboard changes)."""
-    message = query.message
-    if not isinstance(message, Message):
-        return
-    key = (message.chat.id, message.message_id)
-    text, keyboard = tp.last_edit.get(key) or (
-        message.text or message.caption or "",
-        _shown(message),
-    )
-    ids = [
+    shown = [
         b.paper_id
         for row in keyboard
         for _, data in row
         if isinstance(b := callbacks.decode(data), callbacks.Rate)
     ]
-    wanted = views.relabel(keyboard, await tp.store.ratings_for(chat_id, ids))
+    # one batched write: the rating, and the chat's ratings of the papers beside it
+    tapped = await tp.store.tap(
+        chat_id, button.paper_id, button.value, rated_by=update.effective_user.id, shown=shown
+    )
+    if tapped is None:  # a paper no longer stored
+        await query.answer(callbacks.EXPIRED)
+        return
+    await query.answer(views.rated(tapped.value))
+    tp.on_rated(chat_id)
+    if message is not None and key is not None:
+        await _tick(context, message, key, text, views.relabel(keyboard, tapped.shown), keyboard)
+    if tapped.value < 0:  # several 👎 in a topic that share a word: offer to leave it out, once
+        found = await tp.store.papers_by_ids([button.paper_id])
+        if found:
+            await refining.offer_after_dislike(update, context, chat_id, found[0])
+
+
+async def _tick(
+    context: ContextTypes.DEFAULT_TYPE,
+    message: Message,
+    key: tuple[int, int],
+    text: str,
+    wanted: Keyboard,
+    keyboard: Keyboard,
+) -> None:
+    """Tick the ratings (only the keyboard changes), after replies and alerts, or not at all
+    when the bot sends all Telegram lets it: the answer has acknowledged the rating."""
     if wanted == keyboard:
         return
     try:
-        await query.edit_message_reply_markup(reply_markup=markup(wanted))
+        await context.bot.edit_message_reply_markup(
+            chat_id=message.chat.id,
+            message_id=message.message_id,
+            reply_markup=markup(wanted),
+            rate_limit_args=Priority.LOW,
+        )
+    except RetryAfter:  # (NoRoom, or a 429)
+        return
     except BadRequest as exc:
         if "not modified" not in exc.message.lower():
             raise
-    tp.remember_edit(key, (text, wanted))
+    services(context).remember_edit(key, (text, wanted))
 
 
 def _shown(message: Message) -> Keyboard:

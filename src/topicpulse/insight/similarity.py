@@ -53,11 +53,11 @@ STOPWORDS = frozenset(
 
 def content_words(text: str) -> list[str]:
     """The words of ``text`` that can carry a topic: not stopwords, numbers or very short."""
-    return [
-        t
-        for t in ql.tokenize(text)
-        if len(t) >= MIN_LENGTH and not t.isdigit() and t not in STOPWORDS
-    ]
+    return [t for t in ql.tokenize(text) if is_content_word(t)]
+
+
+def is_content_word(token: str) -> bool:
+    return len(token) >= MIN_LENGTH and not token.isdigit() and token not in STOPWORDS
 
 
 def content_terms(paper: StoredPaper) -> list[str]:

@@ -21,14 +21,16 @@ import json
 import logging
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from topicpulse import offload
-from topicpulse.insight.similarity import HasText, Vector, content_words, paper_stems, tfidf
+from topicpulse.insight import features, fitting
+from topicpulse.insight.similarity import HasText, Vector, is_content_word
 from topicpulse.models import StoredPaper, iso, parse_iso
-from topicpulse.store import Rating, Store
+from topicpulse.store import PaperText, Rating, Store
+from topicpulse.topics.query import tokenize
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,11 @@ class Taste:
     floor: float = 0.0  # papers scored below it are held back (0: nothing is)
 
     def raw(self, vector: Vector) -> float:
-        return self.bias + sum(x * self.weights.get(t, 0.0) for t, x in vector.items())
+        weights, total = self.weights, 0.0
+        for t, x in vector.items():
+            if t in weights:
+                total += x * weights[t]
+        return self.bias + total
 
     def score(self, vector: Vector) -> float:
         """How likely the chat wants the paper, 0–1."""
@@ -149,13 +155,8 @@ def hold_floor(
 
 # ---------------------------------------------------------------------------------- features
 async def vectors(store: Store, papers: Sequence[HasText]) -> list[Vector]:
-    """Each paper's unit TF-IDF vector over the index's stems."""
-    if not papers:
-        return []
-    counts = await asyncio.to_thread(paper_stems, papers)
-    documents = await store.term_documents(sorted(set().union(*counts)))
-    total = await store.count_papers()
-    return [tfidf(c, documents, total) for c in counts]
+    """Each paper's unit TF-IDF vector over the index's stems (stems cached: ``features``)."""
+    return await features.vectors(store, papers)
 
 
 def fit(
@@ -168,49 +169,36 @@ def fit(
     max_terms: int = MAX_TERMS,
 ) -> Taste | None:
     """The taste of these ratings (None without a single like: nothing to learn yet)."""
-    from sklearn.feature_extraction import DictVectorizer
-    from sklearn.linear_model import LogisticRegression
-
     if not liked or not (disliked or background):
         return None
-    samples = [*liked, *disliked, *background]
-    labels = [1] * len(liked) + [0] * (len(disliked) + len(background))
-    negative = len(disliked) + background_weight * len(background)
-    weights = [negative / len(liked)] * len(liked) + [1.0] * len(disliked)
-    weights += [background_weight] * len(background)
-    vectorizer = DictVectorizer()
-    x = vectorizer.fit_transform(samples)
-    model = LogisticRegression(C=c, solver="lbfgs", max_iter=500)
-    model.fit(x, labels, sample_weight=weights)
-    coef = model.coef_[0]
-    names = vectorizer.get_feature_names_out()
-    kept = sorted(range(len(coef)), key=lambda i: -abs(coef[i]))[:max_terms]
-    return Taste(
-        {str(names[i]): float(coef[i]) for i in kept if coef[i]},
-        float(model.intercept_[0]),
-        up=len(liked),
-        down=len(disliked),
+    vocabulary: dict[str, int] = {}
+    x = fitting.matrix([*liked, *disliked, *background], vocabulary)
+    counts = (len(liked), len(disliked), len(background))
+    weights, bias = fitting.solve(
+        x, list(vocabulary), counts, c=c, background_weight=background_weight, max_terms=max_terms
     )
+    return Taste(weights, bias, up=len(liked), down=len(disliked))
 
 
 def _surface_words(texts: Sequence[HasText], stems: Sequence[str]) -> dict[str, str]:
     """A readable word for each stem: the most common word of the texts that stems to it."""
-    from topicpulse.topics.stemming import stem_texts
-
-    words = Counter(w for t in texts for w in content_words(f"{t.title} {t.abstract}"))
+    tokens: Counter[str] = Counter()
+    for t in texts:
+        tokens.update(tokenize(f"{t.title} {t.abstract}"))
+    words = {w: k for w, k in tokens.items() if is_content_word(w)}  # (content_words's)
     distinct = sorted(words)
     wanted = set(stems)
     best: dict[str, tuple[int, str]] = {}
-    for word, stem in zip(distinct, stem_texts(distinct), strict=True):
-        if stem and stem[0] in wanted and words[word] > best.get(stem[0], (0, ""))[0]:
-            best[stem[0]] = (words[word], word)
+    for word, stem in zip(distinct, features.stem_words(distinct), strict=True):
+        if stem in wanted and words[word] > best.get(stem, (0, ""))[0]:
+            best[stem] = (words[word], word)
     return {s: w for s, (_, w) in best.items()}
 
 
 async def train(
     store: Store,
     ratings: Sequence[Rating],
-    reference: Sequence[StoredPaper] = (),
+    reference: Sequence[StoredPaper | PaperText] = (),
     *,
     before_id: int | None = None,
     c: float = C,
@@ -224,62 +212,81 @@ async def train(
     if not liked:
         return None
     rated = {r.item for r in ratings}
-    background = [
-        v for arxiv_id, v in await _background(store, before_id) if arxiv_id not in rated
-    ][:BACKGROUND]
-    vs = await vectors(store, [*liked, *disliked])
-    n = len(liked)
-    taste = fit(vs[:n], vs[n:], background, c=c, background_weight=background_weight)
-    if taste is None:
+    cached = await fitting.background(store, 2 * BACKGROUND, before_id)  # (rated ones left out)
+    chosen = [n for n, arxiv_id in enumerate(cached.ids) if arxiv_id not in rated][:BACKGROUND]
+    if not disliked and not chosen:
         return None
+    # ``fit``, with the background's rows built once per worker process
+    x, names = cached.stacked(await vectors(store, [*liked, *disliked]), chosen)
+    weights, bias = fitting.solve(
+        x,
+        names,
+        (len(liked), len(disliked), len(chosen)),
+        c=c,
+        background_weight=background_weight,
+        max_terms=MAX_TERMS,
+    )
+    taste = Taste(weights, bias, up=len(liked), down=len(disliked))
     heavy = sorted(taste.weights, key=lambda t: -abs(taste.weights[t]))[:200]
     words = await asyncio.to_thread(_surface_words, [*liked, *disliked], heavy)
     taste = replace(taste, words=words)
     unrated = [p for p in reference if p.arxiv_id not in rated]  # (rated ones score in-sample)
-    return taste.with_floor(await vectors(store, unrated)) if unrated else taste
-
-
-# The background's vectors, per store and newest paper: the same for every chat, so a worker
-# process computes them once, not once per training, until the store has grown a little.
-_backgrounds: dict[tuple[str, int | None], tuple[int, list[tuple[str, Vector]]]] = {}
-REFRESH_AFTER = 100  # new papers before the background is read again
-
-
-async def _background(store: Store, before_id: int | None) -> list[tuple[str, Vector]]:
-    newest = await store.max_paper_id()
-    key = (store.path, before_id)
-    cached = _backgrounds.get(key)
-    if cached is None or newest - cached[0] >= REFRESH_AFTER or newest < cached[0]:
-        papers = await store.recent_papers(2 * BACKGROUND, before_id=before_id)
-        found = list(zip((p.arxiv_id for p in papers), await vectors(store, papers), strict=True))
-        if len(_backgrounds) > 8:
-            _backgrounds.clear()
-        _backgrounds[key] = cached = (newest, found)
-    return cached[1]
+    # (built only if read: a reader wanting most of its topics has no floor to set)
+    return taste.with_floor(await features.lazy_vectors(store, unrated)) if unrated else taste
 
 
 # ---------------------------------------------------------------------------------- per chat
-async def learn(store: Store, chat_id: int) -> Taste | None:
+BATCH = 16  # chats one call of the worker process trains (one connection, topics read once)
+DUTY = 0.5  # the share of the time the Trainer keeps a worker process busy, at most
+BUSY_POLL = 0.5  # seconds between looks at whether the round that holds training back ended
+
+
+async def learn(
+    store: Store, chat_id: int, *, topics: dict[int, list[PaperText]] | None = None
+) -> Taste | None:
     """Train the chat's taste from its ratings now and save it (none left: the taste is
-    cleared). Returns it."""
+    cleared). Returns it. ``topics``: the followed topics' recent papers read already (by
+    the other chats of a batch), and where the ones read now are kept."""
     row = await store.taste(chat_id)
     if row is None:
         return None
     since = iso(store.clock() - timedelta(days=REFERENCE_DAYS))
-    reference: dict[int, StoredPaper] = {}
+    topics = {} if topics is None else topics
+    reference: dict[int, PaperText] = {}
     for sub in await store.subscriptions(chat_id):
-        for p in await store.matching_papers(topic_id=sub.topic.id, since=since, limit=300):
-            reference[p.id] = p
+        if sub.topic.id not in topics:
+            topics[sub.topic.id] = await store.topic_texts(sub.topic.id, since=since, limit=300)
+        reference.update((p.id, p) for p in topics[sub.topic.id])
     taste = await train(store, await store.chat_ratings(chat_id), list(reference.values()))
     await store.save_taste_model(chat_id, row.changed, taste.to_json() if taste else None)
     return taste
 
 
-def learn_apart(path: str, chat_id: int, now: str) -> bool:
-    """``learn`` in the worker process, on a connection of its own. True if a taste was saved."""
+async def learn_many(store: Store, chat_ids: Sequence[int]) -> int:
+    """``learn`` each chat; one whose training fails is logged and marked trained (its model
+    kept as it was: a bad model must never stop the others). Returns how many have a taste."""
+    topics: dict[int, list[PaperText]] = {}
+    learned = 0
+    for chat_id in chat_ids:
+        try:
+            learned += await learn(store, chat_id, topics=topics) is not None
+        except Exception:
+            log.exception("training the taste of chat %s failed", chat_id)
+            await _keep(store, chat_id)
+    return learned
 
-    async def work(store: Store) -> bool:
-        return await learn(store, chat_id) is not None
+
+async def _keep(store: Store, chat_id: int) -> None:
+    row = await store.taste(chat_id)
+    if row is not None:
+        await store.save_taste_model(chat_id, row.changed, row.model)
+
+
+def learn_apart(path: str, chat_ids: Sequence[int], now: str) -> int:
+    """``learn_many`` in the worker process, on a connection of its own."""
+
+    async def work(store: Store) -> int:
+        return await learn_many(store, chat_ids)
 
     return Store.run_apart(path, parse_iso(now), work)
 
@@ -303,12 +310,18 @@ async def scored(
 
 
 class Trainer:
-    """Retrains the tastes of chats whose ratings changed, one at a time, in the worker
+    """Retrains the tastes of chats whose ratings changed, ``BATCH`` at a time, in the worker
     process (in this process for an in-memory store). ``mark`` is called after a rating is
-    stored; ``run`` is the background task (it also picks up what was due before a restart)."""
+    stored; ``run`` is the background task (it also picks up what was due before a restart).
 
-    def __init__(self, store: Store) -> None:
+    It yields: no batch starts while ``busy()`` (an intake round is running: its matching
+    needs the worker processes), and after each batch it rests as long as the batch took
+    (``DUTY``), so that a thousand readers rating at once keep one worker process half busy,
+    not the machine."""
+
+    def __init__(self, store: Store, *, busy: Callable[[], bool] = lambda: False) -> None:
         self.store = store
+        self.busy = busy
         self._wake = asyncio.Event()
         self._wake.set()  # at start: whatever was due before a restart
         self.trained = 0
@@ -317,23 +330,27 @@ class Trainer:
         self._wake.set()
 
     async def run(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             await self._wake.wait()
             self._wake.clear()
             while due := await self.store.tastes_due():
-                for chat_id in due:
-                    await self.train(chat_id)
+                for start in range(0, len(due), BATCH):
+                    while self.busy():
+                        await asyncio.sleep(BUSY_POLL)
+                    began = loop.time()
+                    await self.train(due[start : start + BATCH])
+                    await asyncio.sleep((loop.time() - began) * (1 - DUTY) / DUTY)
 
-    async def train(self, chat_id: int) -> None:
+    async def train(self, chat_ids: Sequence[int]) -> None:
         try:
             if self.store.file_backed():
                 now = iso(self.store.clock())
-                await offload.run(learn_apart, self.store.path, chat_id, now)
+                await offload.run(learn_apart, self.store.path, list(chat_ids), now)
             else:
-                await learn(self.store, chat_id)
-        except Exception:  # a bad model must never stop the others: log, mark trained
-            log.exception("training the taste of chat %s failed", chat_id)
-            row = await self.store.taste(chat_id)
-            if row is not None:
-                await self.store.save_taste_model(chat_id, row.changed, row.model)
-        self.trained += 1
+                await learn_many(self.store, chat_ids)
+        except Exception:  # the worker failed: keep their models, mark them trained
+            log.exception("training the tastes of chats %s failed", list(chat_ids))
+            for chat_id in chat_ids:
+                await _keep(self.store, chat_id)
+        self.trained += len(chat_ids)

@@ -37,7 +37,7 @@ from topicpulse.store.digests import DigestQueries
 from topicpulse.store.intake import IntakeQueries, IntakeState, IntakeUpdate
 from topicpulse.store.outbox import OutboxQueries
 from topicpulse.store.papers import BatchRow, PaperQueries, read_batch
-from topicpulse.store.ratings import Imported, Rating, RatingQueries, TasteRow
+from topicpulse.store.ratings import Imported, PaperText, Rating, RatingQueries, TasteRow
 from topicpulse.store.refinements import Move, Refinement, RefinementQueries
 from topicpulse.store.topics import TopicQueries
 
@@ -50,6 +50,7 @@ __all__ = [
     "Migration",
     "MigrationError",
     "Move",
+    "PaperText",
     "Rating",
     "Refinement",
     "Store",
@@ -63,6 +64,10 @@ __all__ = [
 
 
 T = TypeVar("T")
+
+# Per database file, in this (worker) process: the document counts ``term_documents`` read,
+# kept between ``run_apart`` calls (each opens a store of its own).
+_term_documents: dict[str, tuple[dict[str, int], int]] = {}
 
 
 class Store(
@@ -86,6 +91,12 @@ class Store(
 
         async def run() -> T:
             async with await cls.open(path, migrate=False, readers=0, clock=lambda: now) as store:
-                return await work(store)
+                # the index's document counts carry over from this process's last call
+                documents, papers = _term_documents.get(path, ({}, 0))
+                store._term_documents, store._term_documents_papers = documents, papers
+                try:
+                    return await work(store)
+                finally:
+                    _term_documents[path] = (store._term_documents, store._term_documents_papers)
 
         return asyncio.run(run())

@@ -13,6 +13,7 @@ from topicpulse.store.database import Database
 
 _TOPICS_PER_STATEMENT = 40  # 40 topics × 13 windows × 3 parameters stays far under SQLite's limit
 _TERM_DRIFT = 0.02  # document frequencies are read again once the store grew by 2%
+_TERMS_KEPT = 200_000  # … or once this many terms are kept (≈ 20 MB)
 
 
 class CountQueries(Database):
@@ -146,7 +147,8 @@ class CountQueries(Database):
         """How many stored papers use each of these index terms (Porter stems, lower case);
         a term no paper uses is absent. Counts may lag the store by ``_TERM_DRIFT``."""
         papers = await self.count_papers()
-        if papers > self._term_documents_papers * (1 + _TERM_DRIFT):
+        stale = papers > self._term_documents_papers * (1 + _TERM_DRIFT)
+        if stale or len(self._term_documents) > _TERMS_KEPT:
             self._term_documents, self._term_documents_papers = {}, papers
         cache = self._term_documents
         missing = sorted({t for t in terms if t not in cache})

@@ -125,6 +125,9 @@ class Database:
         # the papers of a round and their catalogue tags, read alike by every chat
         self._paper_cache: ReadCache[StoredPaper] = ReadCache()
         self._tag_cache: ReadCache[tuple[Topic, ...]] = ReadCache()
+        # 👍 / 👎 taps waiting to be written together, and the task writing them (ratings.py)
+        self._taps: list[Any] = []
+        self._tap_writer: asyncio.Task[None] | None = None
 
     def _now(self) -> str:
         return iso(self.clock())
@@ -177,6 +180,8 @@ class Database:
         return self.path != ":memory:"
 
     async def close(self) -> None:
+        if self._tap_writer is not None:  # the taps taken in are written first
+            await asyncio.gather(self._tap_writer, return_exceptions=True)
         for reader in self._readers.connections:
             await reader.close()
         await self._conn.close()

@@ -3,8 +3,11 @@ model trained from them, and the papers an alert held back (schema: 0014_ratings
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import aiosqlite
 
 from topicpulse.models import StoredPaper
 from topicpulse.store import rows
@@ -36,6 +39,16 @@ class Imported:
 
 
 @dataclass(frozen=True, slots=True)
+class PaperText:
+    """A stored paper's text alone: what a taste scores (read without the rest of the row)."""
+
+    id: int
+    arxiv_id: str
+    title: str
+    abstract: str
+
+
+@dataclass(frozen=True, slots=True)
 class TasteRow:
     chat_id: int
     hold_back: bool
@@ -51,40 +64,167 @@ _BUMP = (
     "INSERT INTO tastes (chat_id, changed) VALUES (?, 1)"
     " ON CONFLICT (chat_id) DO UPDATE SET changed = changed + 1"
 )
+_BUMP_BY = (
+    "INSERT INTO tastes (chat_id, changed) VALUES (?, ?)"
+    " ON CONFLICT (chat_id) DO UPDATE SET changed = changed + excluded.changed"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Tap:
+    """A tap on 👍 (``value`` 1) or 👎 (-1) under a paper, and the papers shown beside it."""
+
+    chat_id: int
+    paper_id: int
+    value: int
+    rated_by: int | None = None
+    shown: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Tapped:
+    value: int  # the chat's rating of the paper now (0: none)
+    shown: dict[int, int]  # the chat's ratings of the papers shown beside it (paper id → ±1)
+
+
+# queries of the pairs ``v (a, b)`` (``_select``): the taps' papers, their ratings, and the
+# ratings of the papers shown beside them
+_ITEMS = "SELECT v.a AS paper_id, p.arxiv_id FROM v JOIN papers p ON p.id = v.a"
+_CURRENT = (
+    "SELECT r.chat_id, r.item, r.value FROM v JOIN ratings r ON r.chat_id = v.a AND r.item = v.b"
+)
+_SHOWN = (
+    "SELECT v.a AS chat_id, v.b AS paper_id, r.value FROM v JOIN papers p ON p.id = v.b"
+    " JOIN ratings r ON r.chat_id = v.a AND r.item = p.arxiv_id"
+)
+
+
+async def _toggle(conn: aiosqlite.Connection, taps: Sequence[Tap], now: str) -> list[Tapped | None]:
+    """``RatingQueries.tap`` for each tap, in order, inside the caller's transaction: what they
+    touch read with one statement, the new ratings worked out here, written with one statement
+    each, and the ratings of the papers shown beside each read back with one more."""
+    found = await _select(conn, _ITEMS, [(t.paper_id, 0) for t in taps])
+    item = {r["paper_id"]: r["arxiv_id"] for r in found}
+    known = [t for t in taps if t.paper_id in item]
+    found = await _select(conn, _CURRENT, [(t.chat_id, item[t.paper_id]) for t in known])
+    state = {(r["chat_id"], r["item"]): r["value"] for r in found}
+    values: list[int | None] = []
+    last: dict[tuple[int, str], Tap] = {}
+    bumps: dict[int, int] = {}
+    for tap in taps:
+        if tap.paper_id not in item:  # a paper no longer stored
+            values.append(None)
+            continue
+        key = (tap.chat_id, item[tap.paper_id])
+        state[key] = 0 if state.get(key, 0) == tap.value else tap.value
+        values.append(state[key])
+        last[key] = tap
+        bumps[tap.chat_id] = bumps.get(tap.chat_id, 0) + 1
+    await conn.executemany(
+        "DELETE FROM ratings WHERE chat_id = ? AND item = ?", [k for k in last if not state[k]]
+    )
+    await conn.executemany(
+        "INSERT INTO ratings (chat_id, item, paper_id, value, source, rated_by, rated_at)"
+        " VALUES (?, ?, ?, ?, 'button', ?, ?) ON CONFLICT (chat_id, item) DO UPDATE SET"
+        " value = excluded.value, paper_id = excluded.paper_id, source = 'button',"
+        " rated_by = excluded.rated_by, rated_at = excluded.rated_at",
+        [(k[0], k[1], t.paper_id, state[k], t.rated_by, now) for k, t in last.items() if state[k]],
+    )
+    await conn.executemany(_BUMP_BY, list(bumps.items()))
+    found = await _select(conn, _SHOWN, [(t.chat_id, s) for t in known for s in t.shown])
+    shown = {(r["chat_id"], r["paper_id"]): r["value"] for r in found}
+    return [
+        None
+        if value is None
+        else Tapped(value, {s: shown[(t.chat_id, s)] for s in t.shown if (t.chat_id, s) in shown})
+        for t, value in zip(taps, values, strict=True)
+    ]
+
+
+async def _select(
+    conn: aiosqlite.Connection, sql: str, pairs: Sequence[tuple[object, object]]
+) -> list[aiosqlite.Row]:
+    """``sql`` (a query of the table ``v (a, b)``) over these pairs, ``rows.CHUNK`` at a time."""
+    found: list[aiosqlite.Row] = []
+    for chunk in rows.chunks(list(dict.fromkeys(pairs))):
+        values = ", ".join("(?, ?)" for _ in chunk)
+        async with conn.execute(
+            f"WITH v (a, b) AS (VALUES {values}) {sql}", [x for pair in chunk for x in pair]
+        ) as cur:
+            found += await cur.fetchall()
+    return found
+
+
+PendingTap = tuple[Tap, "asyncio.Future[Tapped | None]"]
 
 
 class RatingQueries(Database):
     """Ratings, tastes and held-back papers (part of ``Store``)."""
 
+    async def tap(
+        self,
+        chat_id: int,
+        paper_id: int,
+        value: int,
+        *,
+        rated_by: int | None = None,
+        shown: Sequence[int] = (),
+    ) -> Tapped | None:
+        """A tap on 👍 (``value`` 1) or 👎 (-1): sets that rating, or removes it when it is the
+        chat's rating already (a second tap undoes). Returns the chat's rating now, and its
+        ratings of the papers ``shown`` beside it (None: the paper is no longer stored).
+
+        Taps are written together: those that arrive while the write lock is busy (a thousand
+        readers rating during a round) wait for it as one batch, written in one transaction,
+        in the order they came (``_write_taps``); each returns once its batch is committed."""
+        assert value in (1, -1)
+        done: asyncio.Future[Tapped | None] = asyncio.get_running_loop().create_future()
+        self._taps.append((Tap(chat_id, paper_id, value, rated_by, tuple(shown)), done))
+        if self._tap_writer is None:
+            self._tap_writer = asyncio.create_task(self._write_taps())
+        return await asyncio.shield(done)  # (a cancelled caller's tap is written all the same)
+
     async def toggle_rating(
         self, chat_id: int, paper: StoredPaper, value: int, *, rated_by: int | None = None
     ) -> int:
-        """A tap on 👍 (``value`` 1) or 👎 (-1): sets that rating, or removes it when it is the
-        chat's rating already (a second tap undoes). Returns the chat's rating now (0: none)."""
-        assert value in (1, -1)
-        now = self._now()
-        async with self._write() as conn:
-            async with conn.execute(
-                "SELECT value FROM ratings WHERE chat_id = ? AND item = ?",
-                (chat_id, paper.arxiv_id),
-            ) as cur:
-                row = await cur.fetchone()
-            if row is not None and row["value"] == value:
-                await conn.execute(
-                    "DELETE FROM ratings WHERE chat_id = ? AND item = ?", (chat_id, paper.arxiv_id)
-                )
-                value = 0
+        """``tap`` on a stored paper: the chat's rating of it now (0: none)."""
+        tapped = await self.tap(chat_id, paper.id, value, rated_by=rated_by)
+        if tapped is None:
+            raise LookupError(f"no paper {paper.id}")
+        return tapped.value
+
+    async def _write_taps(self) -> None:
+        taps: list[PendingTap] = []
+        try:
+            async with self._write() as conn:  # (taps pile up while it waits for the lock)
+                taps, self._taps, self._tap_writer = self._taps, [], None  # later: the next
+                results = await _toggle(conn, [tap for tap, _ in taps], self._now())
+        except Exception:
+            if not taps:  # failed before taking its batch: no tap may wait for ever
+                taps, self._taps, self._tap_writer = self._taps, [], None
+            await self._write_one_by_one(taps)  # one bad tap must not fail the others
+            return
+        except BaseException:  # cancelled (shutting down): nothing of the batch was written
+            if not taps:
+                taps, self._taps, self._tap_writer = self._taps, [], None
+            for _, done in taps:
+                done.cancel()
+            raise
+        for (_, done), result in zip(taps, results, strict=True):
+            if not done.done():
+                done.set_result(result)
+
+    async def _write_one_by_one(self, taps: Sequence[PendingTap]) -> None:
+        for tap, done in taps:
+            try:
+                async with self._write() as conn:
+                    [result] = await _toggle(conn, [tap], self._now())
+            except Exception as exc:
+                if not done.done():
+                    done.set_exception(exc)
             else:
-                await conn.execute(
-                    "INSERT INTO ratings (chat_id, item, paper_id, value, source, rated_by,"
-                    " rated_at) VALUES (?, ?, ?, ?, 'button', ?, ?) ON CONFLICT (chat_id, item)"
-                    " DO UPDATE SET value = excluded.value, paper_id = excluded.paper_id,"
-                    " source = 'button', rated_by = excluded.rated_by,"
-                    " rated_at = excluded.rated_at",
-                    (chat_id, paper.arxiv_id, paper.id, value, rated_by, now),
-                )
-            await conn.execute(_BUMP, (chat_id,))
-        return value
+                if not done.done():
+                    done.set_result(result)
 
     async def import_likes(self, chat_id: int, entries: Sequence[Imported]) -> tuple[int, int]:
         """Imported entries become likes, all in one transaction; a paper the chat rated
@@ -151,6 +291,17 @@ class RatingQueries(Database):
             (before_id if before_id is not None else 2**63 - 1, limit),
         )
         return [rows.stored_paper(r) for r in found]
+
+    async def topic_texts(self, topic_id: int, *, since: str, limit: int) -> list[PaperText]:
+        """The texts of a topic's ``limit`` newest papers published since ``since`` (newest
+        first): the papers a taste's hold-back floor is set from."""
+        found = await self._rows(
+            "SELECT p.id, p.arxiv_id, p.title, p.abstract FROM topic_papers tp"
+            " JOIN papers p ON p.id = tp.paper_id WHERE tp.topic_id = ? AND tp.published >= ?"
+            " ORDER BY tp.published DESC, tp.paper_id DESC LIMIT ?",
+            (topic_id, since, limit),
+        )
+        return [rows.model(PaperText, r) for r in found]
 
     async def papers_published(
         self, since: str, until: str, *, limit: int = 5_000
