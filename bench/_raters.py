@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import _support  # noqa: F401  (puts tests/ and src/ on the path)
@@ -156,3 +157,12 @@ def collect_answers(fake: FakeTelegram, taps: list[Tap], handed: dict[int, float
         call = answered.get(tap.query_id)
         tap.answered = call.time if call else None
         tap.answer = str(call.params.get("text", "")) if call else ""
+
+
+async def tastes_due(db: Path) -> int:
+    """How many chats' tastes wait for the Trainer in the store at ``db``."""
+    store = await Store.open(db, migrate=False, readers=0)
+    try:
+        return len(await store.tastes_due(limit=10**6))
+    finally:
+        await store.close()

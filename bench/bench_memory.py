@@ -34,6 +34,7 @@ from pathlib import Path
 
 import psutil
 
+from _raters import tastes_due
 from _support import OUT, BotProcess, RssSampler, bot_env, mb, outbox_counts, wait_until
 from fake_arxiv import FakeArxiv, listing_papers
 from fake_telegram import FakeTelegram
@@ -223,14 +224,6 @@ class WorkersSampler(RssSampler):
         self.last = rss
         self.peak = max(self.peak, rss)
         return rss
-
-
-async def tastes_due(db: Path) -> int:
-    store = await Store.open(db, migrate=False, readers=0)
-    try:
-        return len(await store.tastes_due(limit=10**6))
-    finally:
-        await store.close()
 
 
 async def add_ratings(source: Path, target: Path, per_chat: int) -> None:

@@ -87,7 +87,7 @@ from typing import Any
 import psutil
 
 from _raters import KIND as RATERS_KIND
-from _raters import Raters, collect_answers, post_messages, prepare_raters
+from _raters import Raters, collect_answers, post_messages, prepare_raters, tastes_due
 from _support import (
     OUT,
     ArxivProcess,
@@ -1389,14 +1389,6 @@ async def main(args: argparse.Namespace) -> int:
     if error or missing or no_chart or unanswered:
         return 1
     return 0
-
-
-async def tastes_due(db: Path) -> int:
-    store = await Store.open(db, migrate=False, readers=0)
-    try:
-        return len(await store.tastes_due(limit=10**6))
-    finally:
-        await store.close()
 
 
 async def print_ratings(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -101,6 +101,18 @@ def flood(seconds: float) -> RetryAfter:
 
 
 # ---------------------------------------------------------------------------------- buckets
+def taker(
+    bucket: PriorityBucket, order: list[str]
+) -> Callable[[str, Priority], Coroutine[Any, Any, None]]:
+    """A request that takes a token at ``priority`` and then writes its ``tag`` in ``order``."""
+
+    async def take(tag: str, priority: Priority) -> None:
+        await bucket.acquire(priority)
+        order.append(tag)
+
+    return take
+
+
 def test_token_bucket_drains_at_its_rate() -> None:
     clock = VirtualClock()
     bucket = TokenBucket(rate=10, capacity=3, clock=clock)
@@ -135,11 +147,7 @@ async def test_replies_go_ahead_of_queued_bulk_requests() -> None:
     clock = VirtualClock()
     bucket = PriorityBucket(rate=50, burst=2, reserve=1, clock=clock, sleep=clock.sleep)
     order: list[str] = []
-
-    async def take(tag: str, priority: Priority) -> None:
-        await bucket.acquire(priority)
-        order.append(tag)
-
+    take = taker(bucket, order)
     tasks = [asyncio.create_task(take(f"bulk{i}", Priority.BULK)) for i in range(6)]
     await asyncio.sleep(0)
     tasks.append(asyncio.create_task(take("reply", Priority.REPLY)))
@@ -173,11 +181,7 @@ async def test_low_sends_go_after_replies_and_bulk_and_leave_the_reserve() -> No
     clock = VirtualClock()
     bucket = PriorityBucket(rate=50, burst=2, reserve=1, clock=clock, sleep=clock.sleep)
     order: list[str] = []
-
-    async def take(tag: str, priority: Priority) -> None:
-        await bucket.acquire(priority)
-        order.append(tag)
-
+    take = taker(bucket, order)
     tasks = [asyncio.create_task(take(f"low{i}", Priority.LOW)) for i in range(3)]
     await asyncio.sleep(0)
     tasks += [asyncio.create_task(take(f"bulk{i}", Priority.BULK)) for i in range(2)]
