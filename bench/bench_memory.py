@@ -14,10 +14,12 @@ its own.
 
 ``--ratings N`` (issue 24: "10,000 chats with 50 ratings each add ≤ 50 MB"): every chat rates
 N random papers of the store (stored as taps store them, each chat's taste due; cached in
-bench/out/memory-rated-N.db), and the bot runs twice: on the store without the ratings, and on
-the one with them, where it first trains every due taste as it does after a restart (its
-Trainer, in the worker process) before the users type; /taste and /foryou join the commands in
-both runs. Reported: the bot's own RSS in both, the difference, and the store's bytes added.
+bench/out/memory-rated-N.db, with every taste trained by the code the bot's Trainer runs), and
+the bot runs twice: on the store without the ratings, and on the one with them, where
+``--retrain`` chats (1,000) have rated once more, so that the bot first retrains them as it
+does after a restart (its Trainer, in the worker process) before the users type; /taste and
+/foryou join the commands in both runs. Reported: the bot's own RSS in both, the difference,
+its worker processes' peak, and the store's bytes added.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from _raters import tastes_due
 from _support import OUT, BotProcess, RssSampler, bot_env, mb, outbox_counts, wait_until
 from fake_arxiv import FakeArxiv, listing_papers
 from fake_telegram import FakeTelegram
+from topicpulse.insight import taste
 from topicpulse.models import Paper, iso
 from topicpulse.store import Store
 from topicpulse.topics import catalogue as topics
@@ -159,6 +162,8 @@ async def run_bot(
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     shutil.copyfile(source, db)
     result = Run(label, size=db.stat().st_size)
+    if rated:
+        await rate_again(db, args.retrain)
     now = datetime.now(UTC)
     fresh = list(recycled(templates, 400, first=PAPERS + 1, newest=now, span=timedelta(hours=20)))
     fresh = [dataclasses.replace(p, categories=("cs.CL", "cs.LG")) for p in fresh]
@@ -228,7 +233,9 @@ class WorkersSampler(RssSampler):
 
 async def add_ratings(source: Path, target: Path, per_chat: int) -> None:
     """``source`` with ``per_chat`` ratings by every chat (a third 👎) of random papers of the
-    last 8 weeks, as taps store them: each chat's taste due, none trained."""
+    last 8 weeks, as taps store them, and every chat's taste trained by the code the bot's
+    Trainer runs (``taste.learn_many``, here in this process: an hour's work for the bot's
+    worker at its pace)."""
     started = time.monotonic()
     shutil.copyfile(source, target)
     rng = random.Random(4)
@@ -236,11 +243,29 @@ async def add_ratings(source: Path, target: Path, per_chat: int) -> None:
         papers = await store.recent_papers(40_000)
         chats = chat_ids()
         for n, chat_id in enumerate(chats):
-            for k, paper in enumerate(rng.sample(papers, per_chat)):
-                await store.toggle_rating(chat_id, paper, -1 if k % 3 == 0 else 1)
+            await asyncio.gather(
+                *(
+                    store.toggle_rating(chat_id, paper, -1 if k % 3 == 0 else 1)
+                    for k, paper in enumerate(rng.sample(papers, per_chat))
+                )
+            )  # (one transaction: taps that come together are written together)
             if n % 1000 == 999:
                 print(f"  {n + 1} chats rated ({time.monotonic() - started:.0f}s)")
+        for n in range(0, len(chats), taste.BATCH):
+            await taste.learn_many(store, chats[n : n + taste.BATCH])
+            if n % 1000 < taste.BATCH:
+                print(f"  {n + taste.BATCH} tastes trained ({time.monotonic() - started:.0f}s)")
+        assert not await store.tastes_due()
     print(f"  {len(chats)} chats × {per_chat} ratings ({time.monotonic() - started:.0f}s)")
+
+
+async def rate_again(db: Path, chats: int) -> None:
+    """One more tap by each of the first ``chats`` chats: their tastes are due again, for the
+    bot to train while it is measured."""
+    async with await Store.open(db, migrate=False) as store:
+        paper = (await store.recent_papers(1))[0]
+        for chat_id in chat_ids()[:chats]:
+            await store.toggle_rating(chat_id, paper, 1)
 
 
 def report(run: Run, seconds: float) -> None:
@@ -312,5 +337,11 @@ if __name__ == "__main__":
         type=int,
         default=0,
         help="every chat rates this many papers: the bot with and without them (issue 24)",
+    )
+    parser.add_argument(
+        "--retrain",
+        type=int,
+        default=1000,
+        help="--ratings: chats whose taste the bot retrains (in its worker) while measured",
     )
     raise SystemExit(asyncio.run(main(parser.parse_args())))
