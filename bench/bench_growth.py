@@ -541,7 +541,7 @@ async def simulate(config: Config, folder: Path) -> RunResult:
                     updated += upserted.updated
                     with result.timed("match"):
                         matched = await match_new_papers(store, clock=clock)
-                    queued += matched.alerts_queued
+                    queued += matched.chats_marked
                     if config.spikes:
                         with result.timed("spikes"):
                             opened = await momentum.detect_spikes(

@@ -321,7 +321,7 @@ async def one_round(base: Path, run: Path, new: list[Paper]) -> tuple[float, dic
             assert full == mine, topic.query
         return seconds, {
             "live": live, "stored_s": stored, "matches": result.matches,
-            "alerts": result.alerts_queued, "cpu_s": cpu, **PHASES,
+            "alerts": result.chats_marked, "cpu_s": cpu, **PHASES,
         }  # fmt: skip
     finally:
         await store.close()

@@ -220,7 +220,7 @@ def child_main() -> int:
                 "papers": r.papers,
                 "topics": r.topics,
                 "matches": r.matches,
-                "alerts": r.alerts_queued,
+                "alerts": r.chats_marked,
             },
         ),
     )

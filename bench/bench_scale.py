@@ -240,6 +240,7 @@ class Hour:
     instant_max_delay_s: float = 0.0
     outbox_pending: int = 0
     outbox_rows: int = 0
+    instant_marked: int = 0  # instant chats a round marked, their alerts not sent yet
     store_mb: float = 0.0
     cpu_s: float = 0.0  # the bot's CPU seconds in the hour (measuring excluded)
     rss_mb: float = 0.0
@@ -431,6 +432,7 @@ class Simulation:
             counts = await self.store.outbox_counts()
             record.outbox_pending = counts.get("pending", 0)
             record.outbox_rows = sum(counts.values())
+            record.instant_marked = len(await self.store.instant_chats_due(limit=10**7))
             record.store_mb = await self.store.used_bytes() / 2**20
             record.rss_mb = self.process.memory_info().rss / 2**20
             self.worker_rss_mb = max(self.worker_rss_mb, self._worker_rss_mb())
@@ -730,7 +732,8 @@ def limits(r: dict[str, Any]) -> dict[str, Any]:
 def table(result: dict[str, Any]) -> None:
     print(
         f"{'hour':>4} {'msgs':>6} {'dig':>6} {'inst':>6} {'repl':>4} {'429':>3} {'ceil':>5}"
-        f" {'burst':>5} {'late':>5} {'dmax s':>7} {'imax s':>7} {'pending':>8} {'outbox':>9}"
+        f" {'burst':>5} {'late':>5} {'dmax s':>7} {'imax s':>7} {'pending':>8} {'marked':>7}"
+        f" {'outbox':>9}"
         f" {'store MB':>8} {'cpu s':>6} {'rss MB':>6}"
     )
     for h in result["hours"]:
@@ -741,7 +744,8 @@ def table(result: dict[str, Any]) -> None:
             f" {h['replies']:>4} {h['http_429']:>3} {h['ceiling_used']:>5.2f}"
             f" {h['burst_ceiling_used']:>5.2f} {h['digests_late_15min']:>5}"
             f" {h['max_digest_delay_s']:>7.0f} {h['instant_max_delay_s']:>7.0f}"
-            f" {h['outbox_pending']:>8} {h['outbox_rows']:>9} {h['store_mb']:>8.1f}"
+            f" {h['outbox_pending']:>8} {h['instant_marked']:>7} {h['outbox_rows']:>9}"
+            f" {h['store_mb']:>8.1f}"
             f" {h['cpu_s']:>6.1f} {h['rss_mb']:>6.0f}"
         )
 

@@ -165,7 +165,10 @@ class Chat:
     # When a send found the forum topic its alerts go to closed (its admins were told then);
     # None: not closed, or not a forum.
     topic_closed_at: str | None = None
-    digest_through: int = 0  # the newest fanned-out paper its digests covered (digest modes)
+    digest_through: int = 0  # the newest fanned-out paper its digests or alerts covered
+    # An instant chat a round marked as owed alerts: that round's age rule (papers announced
+    # before it are history, not news); None: not marked.
+    alerts_since: str | None = None
 
     @property
     def is_group(self) -> bool:

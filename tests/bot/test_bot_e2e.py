@@ -31,6 +31,7 @@ from bot_harness import (
 )
 from fake_arxiv import FakeArxiv
 from fake_telegram import FakeTelegram, SentMessage
+from owed import owed, owed_total
 from topicpulse.bot import common, following, handlers
 from topicpulse.config import load_settings
 from topicpulse.delivery import chats
@@ -432,7 +433,7 @@ async def test_stats_only_for_admins(bot: Bot) -> None:
         "Papers: 10",
         f"Topics: {catalogue} (0 custom)",
         "Chats: 2 active, 0 inactive · 0 subscriptions",
-        "Queue: 0 pending, 0 sent, 0 dropped",
+        "Queue: 0 pending, 0 sent, 0 dropped · 0 chats owed alerts",
     ]
     assert re.fullmatch(r"Last poll: \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(ok, 10 new\)", lines[5])
     assert lines[6] == "Ingest errors (24 h): 0"
@@ -454,10 +455,8 @@ async def test_a_stored_query_the_parser_now_rejects_costs_only_that_topic(
         bot.stop_delivery_worker()  # the alerts stay pending, to be counted
         bot.arxiv.add(paper(401, "GRPO for language model alignment, after an upgrade"))
         await bot.poll()
-        assert [i.paper_id for i in await bot.store.pending_for_chat(USER)] == [
-            (await bot.store.get_paper("2611.00401")).id  # type: ignore[union-attr]
-        ]
-        assert len(await bot.store.pending_for_chat(other)) == 1
+        assert await owed(bot.store, USER) == ["2611.00401"]
+        assert await owed(bot.store, other) == ["2611.00401"]
         stats = await bot.say(ADMIN, "/stats")
         assert stats.text is not None
         assert "Stale queries (last round): 1 matched as compiled, 0 skipped" in (
@@ -581,7 +580,8 @@ async def test_new_papers_alert_each_chat_exactly_once(bot: Bot) -> None:
     assert single.text is not None and single.text.startswith("<b><a href=")
     assert not single.link_preview_disabled
     assert [len(new(c)) for c in (USER, other, bystander)] == [2, 1, 0]
-    assert (await bot.store.outbox_counts()) == {"sent": 6}
+    assert await owed_total(bot.store) == 0
+    assert await bot.store.outbox_counts() == {}  # alerts leave no rows: the watermark moved
 
 
 async def test_restart_resends_nothing_and_delivers_what_was_pending(tmp_path: Path) -> None:
@@ -596,7 +596,8 @@ async def test_restart_resends_nothing_and_delivers_what_was_pending(tmp_path: P
         await bot.poll_and_deliver()
         assert [links(m) for m in bot.fake.messages_to(USER)[1:]] == [["2611.00201"]]
         assert bot.fake.messages_to(other)[1:] == []  # the send failed: still pending
-        assert await bot.store.outbox_counts() == {"sent": 1, "pending": 1}
+        assert await bot.store.outbox_counts() == {"pending": 1}  # the failed alert's paper
+        assert await owed(bot.store, other) == ["2611.00201"] and await owed(bot.store, USER) == []
 
         await bot.restart()  # a new Application on the same database file
         await bot.deliver()
@@ -614,7 +615,8 @@ async def test_restart_resends_nothing_and_delivers_what_was_pending(tmp_path: P
             ["2611.00201"],
             ["2611.00202"],
         ]
-        assert await bot.store.outbox_counts() == {"sent": 4}
+        assert await bot.store.outbox_counts() == {"sent": 1}  # the retried row
+        assert await owed_total(bot.store) == 0
         check_traffic(bot.fake)
 
 
@@ -632,12 +634,12 @@ async def test_blocked_chat_is_deactivated_until_it_starts_again(bot: Bot) -> No
     ] == 403
     assert len(bot.fake.messages_to(USER)) == 1  # only the follow confirmation
     assert [links(m) for m in bot.fake.messages_to(other)[1:]] == [["2611.00301"]]
-    counts = await bot.store.outbox_counts()
-    assert counts == {"sent": 1, "dropped": 1}
+    assert await bot.store.outbox_counts() == {"dropped": 1}  # the blocked chat's paper
 
     bot.arxiv.add(paper(302, "GRPO while blocked"))
     await bot.poll_and_deliver()  # an inactive chat gets nothing queued
-    assert await bot.store.outbox_counts() == {"sent": 2, "dropped": 1}
+    assert await bot.store.outbox_counts() == {"dropped": 1}
+    assert await owed(bot.store, USER) == []
 
     bot.fake.unblock_chat(USER)
     welcome = await bot.say(USER, "/start")

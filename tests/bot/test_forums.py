@@ -17,6 +17,7 @@ import pytest
 from bot_harness import RL, Bot, bot_session, check_traffic, links, paper, seed_papers
 from clocks import SteerableClock
 from fake_telegram import SentMessage
+from owed import owed
 from topicpulse.delivery.forums import CLOSED_RETRY, TOPIC_CLOSED_NOTICE
 from waiting import wait_for
 
@@ -69,7 +70,8 @@ def closed_refusals(bot: Bot) -> int:
 
 
 async def pending(bot: Bot) -> int:
-    return len(await bot.store.pending_for_chat(FORUM))
+    """How many papers the forum is still owed (kept while its topic is closed)."""
+    return len(await owed(bot.store, FORUM))
 
 
 async def test_alerts_go_to_the_topic_each_follow_came_from(bot: Bot) -> None:

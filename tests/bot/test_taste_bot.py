@@ -292,7 +292,8 @@ async def test_holding_back_the_quiet_list_why_and_taste_off(taught: Bot) -> Non
     assert "study 801" in (alert.text or "") and "2611.00802" not in (alert.text or "")
     assert "1 held back as probably not for you" in (alert.text or "")
     assert ("🔕 show", "hb") in alert.buttons
-    assert await bot.store.outbox_counts() == {"sent": 2}  # settled: one sent, one held
+    assert await bot.store.outbox_counts() == {"sent": 1}  # the held one's row: kept to show
+    assert len(await bot.store.waiting_held_back(USER)) == 1
     [quiet], _ = await bot.press(USER, alert, "hb")
     assert "2611.00802" in (quiet.text or "")
     held = await paper_id(bot, "2611.00802")

@@ -30,12 +30,18 @@ SENDS_BETWEEN_KILLS = 35
 
 
 def marked_sent(db: Path) -> set[tuple[int, str]]:
-    """(chat, arXiv id) of the outbox rows marked sent."""
+    """(chat, arXiv id) settled as delivered: outbox rows marked sent, and the papers of the
+    chat's topics its watermark has passed (an alert from the matches, its last message
+    accepted)."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
         rows = conn.execute(
             "SELECT o.chat_id, p.arxiv_id FROM outbox o JOIN papers p ON p.id = o.paper_id"
             " WHERE o.state = 'sent'"
+            " UNION SELECT s.chat_id, p.arxiv_id FROM subscriptions s"
+            " JOIN chats c ON c.chat_id = s.chat_id JOIN topic_papers tp"
+            " ON tp.topic_id = s.topic_id AND tp.paper_id > s.after_paper_id"
+            " AND tp.paper_id <= c.digest_through JOIN papers p ON p.id = tp.paper_id"
         ).fetchall()
     finally:
         conn.close()
@@ -43,9 +49,15 @@ def marked_sent(db: Path) -> set[tuple[int, str]]:
 
 
 def pending(db: Path) -> int:
+    """Pending outbox rows and instant chats still marked as owed alerts."""
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10)
     try:
-        return int(conn.execute("SELECT count(*) FROM outbox WHERE state='pending'").fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT (SELECT count(*) FROM outbox WHERE state = 'pending')"
+                " + (SELECT count(*) FROM chats WHERE alerts_due IS NOT NULL)"
+            ).fetchone()[0]
+        )
     finally:
         conn.close()
 

@@ -12,6 +12,7 @@ import pytest
 
 from bot_harness import Clock, bot_session
 from fake_arxiv import make_paper, ok, server_error
+from owed import owed
 from topicpulse.delivery.chats import share_query, shared_query
 from topicpulse.delivery.upkeep import (
     OUTBOX_HORIZON,
@@ -206,8 +207,9 @@ async def test_shared_queries_nobody_uses_are_forgotten(tmp_path: Path) -> None:
 
 
 async def test_pruned_deliveries_are_never_sent_again(tmp_path: Path) -> None:
-    """Past the dedup horizon a delivered paper's row is gone, yet no later round (a new
-    version, a re-run of matching) queues that paper for the chat again."""
+    """Past the dedup horizon a delivered paper's row (here: one its failed alert left) is
+    gone, yet no later round (a new version, a re-run of matching) owes that paper to the chat
+    again: its watermark has passed it."""
     clock = MovableClock(NOW)
     store = await Store.open(tmp_path / "dedup.db", clock=clock)
     try:
@@ -217,8 +219,12 @@ async def test_pruned_deliveries_are_never_sent_again(tmp_path: Path) -> None:
         paper = make_paper("2611.00007", iso(NOW - timedelta(hours=2)), title="Alpha at scale")
         await store.upsert_papers([paper])
         first = await match_new_papers(store, clock=clock)
-        assert first.alerts_queued == 1
-        await store.mark_sent([i.id for i in await store.pending_for_chat(1)])
+        assert first.chats_marked == 1
+        stored = await store.get_paper(paper.arxiv_id)
+        assert stored is not None and await owed(store, 1) == [paper.arxiv_id]
+        await store.mark_sent(await store.queue_papers(1, [stored.id]))
+        await _alert_settled(store, 1)
+        assert await owed(store, 1) == []
 
         clock.now = NOW + OUTBOX_HORIZON + timedelta(days=1)
         pruned = await run_maintenance(store, now=clock.now)
@@ -227,7 +233,7 @@ async def test_pruned_deliveries_are_never_sent_again(tmp_path: Path) -> None:
         v2 = make_paper("2611.00007", iso(NOW - timedelta(hours=2)), version=2, title="Alpha v2")
         await store.upsert_papers([v2])
         again = await match_new_papers(store, clock=clock)
-        assert again.alerts_queued == 0
+        assert again.chats_marked == 0 and await owed(store, 1) == []
         assert await store.outbox_counts() == {}
     finally:
         await store.close()
@@ -322,8 +328,10 @@ async def test_delivered_papers_leave_the_outbox_within_a_day(tmp_path: Path) ->
             for n in range(3)
         ]
         await store.upsert_papers(papers)
-        assert (await match_new_papers(store, clock=clock)).alerts_queued == 3
-        sent, doubtful, dropped = [i.id for i in await store.pending_for_chat(1)]
+        assert (await match_new_papers(store, clock=clock)).chats_marked == 1
+        ids = [(await store.get_paper(p.arxiv_id)).id for p in papers]  # type: ignore[union-attr]
+        # rows as failed alerts leave them (one went through after, one maybe, one refused)
+        sent, doubtful, dropped = await store.queue_papers(1, sorted(ids))
         await store.mark_sent([sent])
         await store.mark_maybe_sent([doubtful], "read timeout")
         await store.drop_outbox([dropped], "Forbidden: bot was blocked by the user")
@@ -332,6 +340,7 @@ async def test_delivered_papers_leave_the_outbox_within_a_day(tmp_path: Path) ->
         first = await store.get_paper(papers[0].arxiv_id)
         assert first is not None
         await store.settle_digest(digest_chat, outbox_ids=[], paper_ids=[first.id], through=None)
+        await _alert_settled(store, 1)  # (chat 1's alert's last message: its watermark moves)
         assert await store.outbox_counts() == {"sent": 3, "dropped": 1}
 
         clock.now = NOW + timedelta(minutes=30)  # too soon: the hour is not over
@@ -342,6 +351,15 @@ async def test_delivered_papers_leave_the_outbox_within_a_day(tmp_path: Path) ->
         assert pruned.outbox_rows == 1
         assert await store.outbox_counts() == {"sent": 2, "dropped": 1}
         await store.upsert_papers([make_paper(papers[0].arxiv_id, iso(NOW), version=2)])
-        assert (await match_new_papers(store, clock=clock)).alerts_queued == 0
+        assert (await match_new_papers(store, clock=clock)).chats_marked == 0
     finally:
         await store.close()
+
+
+async def _alert_settled(store: Store, chat_id: int) -> None:
+    """As the last message of the chat's instant alert settles: its watermark moves to where
+    the rounds stand."""
+    chat = await store.chat(chat_id)
+    assert chat is not None
+    through = await store.fanned_out_through()
+    await store.settle_digest(chat, outbox_ids=[], paper_ids=[], through=through)

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import LISTINGS
+from owed import owed
 from topicpulse.models import Paper, StoredPaper, Topic, iso, parse_iso, utcnow
 from topicpulse.sources.ingest import read_papers_file
 from topicpulse.store import Store
@@ -96,10 +97,8 @@ async def _ids(store: Store, *arxiv_ids: str) -> list[int]:
 
 
 async def _pending(store: Store, chat_id: int) -> list[str]:
-    """The arXiv ids of a chat's pending paper alerts, in outbox order."""
-    items = await store.pending_for_chat(chat_id)
-    papers = await store.papers_by_ids([i.paper_id for i in items if i.paper_id is not None])
-    return [p.arxiv_id for p in papers]
+    """The arXiv ids of the papers a chat's next alert holds, oldest first."""
+    return await owed(store, chat_id)
 
 
 async def _topic_papers(store: Store, topic: Topic) -> list[str]:
@@ -134,7 +133,7 @@ async def test_round_matches_only_papers_after_each_topics_watermark(
 
     result = await match_new_papers(store)
 
-    assert (result.papers, result.topics, result.matches, result.alerts_queued) == (4, 2, 4, 4)
+    assert (result.papers, result.topics, result.matches, result.chats_marked) == (4, 2, 4, 2)
     assert spy.rounds == [({alpha.id: [p3, p5], beta.id: [p5, p6]}, p2, p6)]
     assert len(spy.match_calls) == 2
     assert (await _reload(store, alpha)).matched_through == p6
@@ -145,7 +144,7 @@ async def test_round_matches_only_papers_after_each_topics_watermark(
     assert await _pending(store, 2) == ["2605.00005", "2605.00006"]
 
     again = await match_new_papers(store)
-    assert (again.papers, again.matches, again.alerts_queued) == (0, 0, 0)
+    assert (again.papers, again.matches, again.chats_marked) == (0, 0, 0)
     assert len(spy.rounds) == 1
 
 
@@ -161,7 +160,7 @@ async def test_round_in_several_batches_equals_one_batch(store: Store, spy: Spy)
         (0, ids[3]), (ids[3], ids[7]), (ids[7], ids[9])
     ]  # fmt: skip
     expected = [f"2605.{n:05d}" for n in range(1, 11) if n % 3]
-    assert (result.papers, result.matches, result.alerts_queued) == (10, 7, 7)
+    assert (result.papers, result.matches, result.chats_marked) == (10, 7, 3)  # once a batch
     assert await _topic_papers(store, alpha) == expected
     assert sorted(await _pending(store, 1)) == expected
 
@@ -183,20 +182,20 @@ async def test_the_bots_worker_process_matches_and_records_the_same(
 
     result = await match_new_papers(store, batch_papers=4, in_process=True)
 
-    assert (result.papers, result.matches, result.alerts_queued) == (10, 7, 7)
+    assert (result.papers, result.matches, result.chats_marked) == (10, 7, 3)
     assert await _topic_papers(store, alpha) == expected
     assert sorted(await _pending(store, 1)) == expected
     ids = await _ids(store, "2605.00010")
     assert (await _reload(store, alpha)).matched_through == ids[0]
     again = await match_new_papers(store, in_process=True)
-    assert (again.papers, again.matches, again.alerts_queued) == (0, 0, 0)
+    assert (again.papers, again.matches, again.chats_marked) == (0, 0, 0)
 
 
 async def test_round_without_live_topics_does_nothing(store: Store, spy: Spy) -> None:
     await custom_topic(store, "alpha")  # no follower: not live
     await store.upsert_papers([_paper(1, "alpha")])
     result = await match_new_papers(store)
-    assert (result.papers, result.topics, result.matches, result.alerts_queued) == (0, 0, 0, 0)
+    assert (result.papers, result.topics, result.matches, result.chats_marked) == (0, 0, 0, 0)
     assert spy.rounds == [] and spy.match_calls == []
 
 
@@ -243,7 +242,7 @@ async def test_unfollowed_topic_is_brought_up_to_date_when_followed_again(store:
     await _follow(store, 1, topic)
     await store.upsert_papers([_paper(2, "alpha")])
     result = await match_new_papers(store)
-    assert result.alerts_queued == 1
+    assert result.chats_marked == 1
     assert await _pending(store, 1) == ["2605.00002"]
 
 
@@ -259,7 +258,7 @@ async def test_paper_matched_by_several_followed_topics_is_queued_once(store: St
     await store.upsert_papers([_paper(1, "alpha beta gamma"), _paper(2, "gamma")])
     result = await match_new_papers(store)
 
-    assert (result.matches, result.alerts_queued) == (4, 3)
+    assert (result.matches, result.chats_marked) == (4, 2)
     assert await _pending(store, 1) == ["2605.00001", "2605.00002"]
     assert await _pending(store, 2) == ["2605.00001"]
     p1, p2 = await _ids(store, "2605.00001", "2605.00002")
@@ -272,20 +271,24 @@ async def test_new_version_of_a_paper_queues_nothing_new(store: Store) -> None:
     alpha = await custom_topic(store, "alpha")
     await _follow(store, 1, alpha)
     await store.upsert_papers([_paper(1, "alpha v1")])
-    assert (await match_new_papers(store)).alerts_queued == 1
+    assert (await match_new_papers(store)).chats_marked == 1
 
     upsert = await store.upsert_papers([_paper(1, "alpha v2, revised", version=2)])
     assert (upsert.new, upsert.updated) == (0, 1)
     result = await match_new_papers(store)
-    assert (result.papers, result.alerts_queued) == (0, 0)
-    items = await store.pending_for_chat(1)
-    assert len(items) == 1
-    await store.mark_sent([items[0].id])
+    assert (result.papers, result.chats_marked) == (0, 0)
+    assert await _pending(store, 1) == ["2605.00001"]
+    chat = await store.chat(1)
+    assert chat is not None
+    await store.settle_digest(
+        chat, outbox_ids=[], paper_ids=[], through=await store.fanned_out_through()
+    )  # (the alert went out)
+    assert await _pending(store, 1) == []
 
     await store.upsert_papers([_paper(1, "alpha v3", version=3)])
-    assert (await match_new_papers(store)).alerts_queued == 0
-    assert await store.pending_for_chat(1) == []
-    assert await store.outbox_counts() == {"sent": 1}
+    assert (await match_new_papers(store)).chats_marked == 0
+    assert await _pending(store, 1) == []
+    assert await store.instant_chats_due(limit=10) == []
     assert (await store.get_paper("2605.00001")).version == 3  # type: ignore[union-attr]
 
 
@@ -298,7 +301,7 @@ async def test_papers_stored_before_a_subscription_are_not_queued(store: Store) 
 
     result = await match_new_papers(store)
 
-    assert result.alerts_queued == 3
+    assert result.chats_marked == 2
     assert await _pending(store, 1) == ["2605.00001", "2605.00002"]
     assert await _pending(store, 2) == ["2605.00002"]
 
@@ -313,11 +316,10 @@ async def test_inactive_and_paused_chats_get_nothing(store: Store) -> None:
     await store.upsert_papers([_paper(1, "alpha")])
     result = await match_new_papers(store)
 
-    assert result.alerts_queued == 1
+    assert result.chats_marked == 1
     assert await _pending(store, 1) == ["2605.00001"]
-    assert await store.pending_for_chat(2) == []
-    assert await store.pending_for_chat(3) == []
-    assert await store.outbox_counts() == {"pending": 1}
+    assert await store.instant_chats_due(limit=10) == [1]
+    assert await store.outbox_counts() == {}  # (no row per chat and paper)
     assert await _topic_papers(store, alpha) == ["2605.00001"]  # matched all the same
 
 
@@ -333,7 +335,7 @@ async def test_papers_older_than_the_alert_age_are_matched_but_not_alerted(store
         ]
     )
     result = await match_new_papers(store)
-    assert (result.matches, result.alerts_queued) == (3, 2)
+    assert (result.matches, result.chats_marked) == (3, 1)
     assert await _topic_papers(store, alpha) == ["2605.00001", "2605.00002", "2605.00003"]
     assert sorted(await _pending(store, 1)) == ["2605.00002", "2605.00003"]
 
@@ -376,16 +378,15 @@ async def test_queries_per_round_do_not_depend_on_the_number_of_chats(
             spy.match_calls.clear()
             result = await match_new_papers(store)
             await store._conn.set_trace_callback(None)
-            counts = await store.outbox_counts()
+            owed_first = len(await _pending(store, 1000))
         finally:
             await store.close()
         figures.append((len(spy.match_calls), len(statements), result.matches))
-        per_chat = result.alerts_queued / chats
-        assert (result.papers, result.topics, per_chat, counts) == (
+        assert (result.papers, result.topics, result.chats_marked, owed_first) == (
             30,
             4,
+            chats,
             25,
-            {"pending": 25 * chats},
         )
         # one query per distinct phrase of the live topics, however many chats follow them
         assert sorted(spy.match_calls) == ['"alpha"', '"beta"', '"gamma"', 'title : "delta"']
@@ -553,7 +554,7 @@ async def test_round_matches_equal_the_full_index_on_the_listings(
             total += len(new)
         assert result.matches == total
         # the corpus is months old: history, matched and counted but never alerted
-        assert result.alerts_queued == 0
+        assert result.chats_marked == 0
         assert await store.outbox_counts() == {}
     finally:
         await store.close()
@@ -570,7 +571,7 @@ async def test_a_command_between_ingest_and_match_loses_no_alert(store: Store) -
     await store.upsert_papers([_paper(1, "alpha thing")])
     await store.refresh_topic_matches(await _reload(store, alpha))  # a command meanwhile
     result = await match_new_papers(store)
-    assert result.alerts_queued == 1
+    assert result.chats_marked == 1
     assert await _pending(store, 1) == ["2605.00001"]
 
 
@@ -584,12 +585,12 @@ async def test_a_returning_chat_gets_no_old_papers_and_paused_chats_none_twice(
     await store.update_chat(1, paused=1)  # chat 1 pauses
     await store.deactivate_chat(2, "blocked")  # chat 2 blocks the bot: beta stops growing
     await store.upsert_papers([_paper(1, "alpha while paused"), _paper(2, "beta meanwhile")])
-    assert (await match_new_papers(store)).alerts_queued == 0
+    assert (await match_new_papers(store)).chats_marked == 0
     await store.update_chat(1, paused=0)  # papers that came while paused are skipped
     await store.ensure_chat(2, reactivate=True)  # chat 2 comes back
     await store.upsert_papers([_paper(3, "beta new")])
     result = await match_new_papers(store)
-    assert result.alerts_queued == 1
+    assert result.chats_marked == 1
     assert await _pending(store, 1) == []
     assert await _pending(store, 2) == ["2605.00003"]  # only what came after it returned
     assert await _topic_papers(store, beta) == ["2605.00002", "2605.00003"]  # caught up

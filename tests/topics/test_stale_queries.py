@@ -13,6 +13,7 @@ from datetime import timedelta
 
 import pytest
 
+from owed import owed
 from topicpulse.models import Paper, Topic, iso, parse_iso, utcnow
 from topicpulse.store import Store
 from topicpulse.topics import query as ql
@@ -39,9 +40,7 @@ def _paper(n: int, title: str) -> Paper:
 
 
 async def _pending(store: Store, chat_id: int) -> list[str]:
-    items = await store.pending_for_chat(chat_id)
-    papers = await store.papers_by_ids([i.paper_id for i in items if i.paper_id is not None])
-    return sorted(p.arxiv_id for p in papers)
+    return sorted(await owed(store, chat_id))
 
 
 async def _follow(store: Store, chat_id: int, topic_id: int) -> None:
@@ -87,7 +86,7 @@ async def test_a_query_the_parser_now_rejects_is_matched_from_its_compiled_form(
     with caplog.at_level(logging.INFO, logger="topicpulse"):
         result = await match_new_papers(store, in_process=in_process)
 
-    assert (result.papers, result.topics, result.matches, result.alerts_queued) == (3, 2, 3, 3)
+    assert (result.papers, result.topics, result.matches, result.chats_marked) == (3, 2, 3, 2)
     assert (result.from_compiled, result.skipped) == (1, 0)
     assert await _pending(store, 1) == ["2605.00001"]
     assert await _pending(store, 2) == ["2605.00001", "2605.00002"]
@@ -99,7 +98,7 @@ async def test_a_query_the_parser_now_rejects_is_matched_from_its_compiled_form(
 
     await store.upsert_papers([_paper(4, "abc and alpha")])
     again = await match_new_papers(store, in_process=in_process)
-    assert (again.papers, again.alerts_queued, again.from_compiled) == (1, 2, 1)
+    assert (again.papers, again.chats_marked, again.from_compiled) == (1, 2, 1)
     assert await _pending(store, 2) == ["2605.00001", "2605.00002", "2605.00004"]
 
 
@@ -109,7 +108,7 @@ async def test_a_topic_whose_compiled_form_fails_too_is_skipped_alone(
     alpha = await custom_topic(store, "alpha")
     await _follow(store, 1, alpha.id)
     await store.upsert_papers([_paper(1, "alpha one")])
-    assert (await match_new_papers(store)).alerts_queued == 1  # the rounds have fanned out
+    assert (await match_new_papers(store)).chats_marked == 1  # the rounds have fanned out
     async with store._write() as conn:  # a row no current version could write
         cur = await conn.execute(
             "INSERT INTO topics (kind, name, query, normalised, fts, created_at)"
@@ -124,7 +123,7 @@ async def test_a_topic_whose_compiled_form_fails_too_is_skipped_alone(
         result = await match_new_papers(store)
 
     # its catch-up failed, so the round read from its watermark: paper 1 as well, not alerted
-    assert (result.papers, result.matches, result.alerts_queued) == (3, 1, 1)
+    assert (result.papers, result.matches, result.chats_marked) == (3, 1, 1)
     assert (result.from_compiled, result.skipped) == (0, 1)
     assert await _pending(store, 1) == ["2605.00001", "2605.00002"]
     assert await _pending(store, 2) == []

@@ -246,6 +246,7 @@ async def test_health_is_liveness_and_freshness_is_asked_apart(tmp_path: Path) -
             body = await ok.json()
             assert ok.status == 200 and body["status"] == "ok" and body["fresh"] is True
             assert body["seconds_since_poll"] == 600 and body["outbox_pending"] == 0
+            assert body["alerts_due_chats"] == 0
         finally:
             await client.close()
         stale = await serve(store, NOW + timedelta(hours=2))  # 3 poll intervals = 1.5 h

@@ -92,5 +92,6 @@ async def stats(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
             last_poll=await s.last_run("poll"),
             errors=await s.recent_run_errors(iso(tp.clock() - timedelta(days=1))),
             unparsed=await s.unparsed_topics(),
+            alerts_due=await s.count_instant_due(),
         ),
     )

@@ -200,9 +200,11 @@ def stats(
     last_poll: dict[str, Any] | None,
     errors: int,
     unparsed: tuple[int, int],
+    alerts_due: int = 0,
 ) -> str:
     """The administrators' figures. ``unparsed``: the topics whose stored query no longer
-    parses, (matched from their compiled form, skipped) in the last matching round."""
+    parses, (matched from their compiled form, skipped) in the last matching round;
+    ``alerts_due``: instant chats a round marked whose alerts have not gone yet."""
     poll_line = "never"
     if last_poll:
         poll_line = (
@@ -216,7 +218,7 @@ def stats(
         f"Chats: {chat_counts['active']} active, {chat_counts['inactive']} inactive · "
         f"{chat_counts['subscriptions']} subscriptions\n"
         f"Queue: {outbox.get('pending', 0)} pending, {outbox.get('sent', 0)} sent, "
-        f"{outbox.get('dropped', 0)} dropped\n"
+        f"{outbox.get('dropped', 0)} dropped · {alerts_due} chats owed alerts\n"
         f"Last poll: {esc(poll_line)}\nIngest errors (24 h): {errors}\n"
         f"Stale queries (last round): {unparsed[0]} matched as compiled, {unparsed[1]} skipped"
     )

@@ -34,7 +34,9 @@ them to hide the API's latency — and to react to what goes wrong one chat at a
 Spike alerts go first, in every mode, never behind a backlog of papers; a spike's chart is
 uploaded once and sent to the other chats by its ``file_id`` (``uploads``). Backpressure: a chat
 whose backlog of papers would take more than ``fold_after`` alert messages gets one short
-catch-up instead (``messages.catch_up_message``), which settles the whole backlog.
+catch-up instead (``digests.catch_up``), which settles the whole backlog. Instant alerts and
+digests are assembled from the rounds' matches since each chat's watermark, not from a row per
+chat and paper (``alerts``, ``digests``, ``store.digests``).
 """
 
 from __future__ import annotations
@@ -43,8 +45,6 @@ from topicpulse.delivery.engine import BATCH, DEFAULT_CONCURRENCY, FOLD_AFTER, D
 from topicpulse.delivery.messages import (
     CATCH_UP_BEST,
     Outgoing,
-    catch_up_message,
-    paper_messages,
     plain_text,
     spike_message,
 )
@@ -87,8 +87,6 @@ __all__ = [
     "TemporaryFailure",
     "ThreadGone",
     "TopicClosed",
-    "catch_up_message",
-    "paper_messages",
     "plain_text",
     "spike_message",
 ]

@@ -313,12 +313,15 @@ def parse_timezone(text: str) -> str:
 
 
 DIGEST_PERIODS = {"daily": timedelta(days=1), "weekly": timedelta(days=7)}
+ALERT_LAG = timedelta(days=1)  # how long after its round an instant alert may still go out
 
 
 def published_since(mode: str, now: datetime) -> str:
     """The age rule of alerts (``matching.ALERT_MAX_AGE``) for a digest due at ``now``, as of
-    its period's first round: papers announced before this are history, not news."""
-    return iso(now - ALERT_MAX_AGE - DIGEST_PERIODS.get(mode, DIGEST_PERIODS["weekly"]))
+    its period's first round (for an instant alert, of a round up to ``ALERT_LAG`` before):
+    papers announced before this are history, not news."""
+    period = ALERT_LAG if mode == "instant" else DIGEST_PERIODS.get(mode, DIGEST_PERIODS["weekly"])
+    return iso(now - ALERT_MAX_AGE - period)
 
 
 def next_digest_at(chat: Chat, now: datetime) -> datetime | None:

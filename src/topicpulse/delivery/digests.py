@@ -69,7 +69,9 @@ async def digest_papers(store: Store, chat: Chat, now: datetime) -> Digest:
         chat.chat_id,
         after=chat.digest_through,
         through=through,
-        published_since=published_since(chat.mode, now),
+        published_since=chat.alerts_since
+        if chat.mode == "instant" and chat.alerts_since
+        else published_since(chat.mode, now),
     )
     pending = await store.pending_for_chat(chat.chat_id, limit=1_000_000, kind="paper")
     rows = {i.paper_id: i.id for i in pending if i.paper_id is not None}
@@ -101,42 +103,61 @@ async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
     if len(packed) <= DIGEST_MESSAGES and len(digest.papers) > FOLD_PROBE:
         packed = await _pack(store, chat, digest.papers)  # (packing more never takes fewer)
     if len(packed) > DIGEST_MESSAGES:
-        digest.messages = [await _catch_up(store, digest)]
+        digest.messages = [await catch_up(store, digest)]
         return digest
-    by_id = {p.paper_id: p for p in digest.papers}
-    rows = buttons.rating_rows([(t, ids) for _, t, ids in packed], numbered=len(by_id) > 1)
-    for n, ((thread, text, paper_ids), mine) in enumerate(zip(packed, rows, strict=True), 1):
-        last = n == len(packed)
-        parts = [by_id[pid] for pid in paper_ids]
-        if last:  # the last message settles whatever the packing left out (nothing, usually)
-            shown = {pid for _, _, ids in packed for pid in ids}
-            parts += [p for p in digest.papers if p.paper_id not in shown]
-        message = _outgoing(digest, parts, text, last=last)
-        message.thread_id = thread
-        message.buttons = list(mine) or None
-        digest.messages.append(message)
+    digest.messages = packed_messages(digest, packed)
     return digest
 
 
-async def _pack(
-    store: Store, chat: Chat, papers: list[DigestPaper]
-) -> list[tuple[int | None, str, list[int]]]:
-    """The papers packed as digest messages: (forum thread, text, paper ids) each."""
-    alerts = await _alerts(store, papers)
-    _, scores = await tastes.reader_order(store, chat.chat_id, [a.paper for a in alerts])
-    threads = await store.subscription_threads(chat.chat_id)
-    by_thread: dict[int | None, list[formatting.Alert]] = {}
+Packed = list[tuple[int | None, str, list[int]]]  # (forum thread, text, paper ids) per message
+
+
+def packed_messages(digest: Digest, packed: Packed) -> list[Outgoing]:
+    """The packed texts as the digest's (or alert's) messages, each to its forum thread with
+    its 👍 / 👎 rows; the last also settles whatever the packing left out (nothing, usually)."""
+    by_id = {p.paper_id: p for p in digest.papers}
+    rows = buttons.rating_rows([(t, ids) for _, t, ids in packed], numbered=len(by_id) > 1)
+    messages = []
+    for n, ((thread, text, paper_ids), mine) in enumerate(zip(packed, rows, strict=True), 1):
+        last = n == len(packed)
+        parts = [by_id[pid] for pid in paper_ids]
+        if last:
+            shown = {pid for _, _, ids in packed for pid in ids}
+            parts += [p for p in digest.papers if p.paper_id not in shown]
+        message = outgoing(digest, parts, text, last=last)
+        message.thread_id = thread
+        message.buttons = list(mine) or None
+        messages.append(message)
+    return messages
+
+
+async def by_thread(
+    store: Store, chat_id: int, alerts: list[formatting.Alert]
+) -> dict[int | None, list[formatting.Alert]]:
+    """The alerts by forum thread: each paper goes to the topic its first-followed matching
+    topic was followed from (None: General, or not a forum)."""
+    threads = await store.subscription_threads(chat_id)
+    grouped: dict[int | None, list[formatting.Alert]] = {}
     for alert in alerts:
         thread = threads.get(alert.topics[0].id) if alert.topics else None
-        by_thread.setdefault(thread, []).append(alert)
+        grouped.setdefault(thread, []).append(alert)
+    return grouped
+
+
+async def _pack(store: Store, chat: Chat, papers: list[DigestPaper]) -> Packed:
+    """The papers packed as digest messages, in the reader's order."""
+    alerts = await alerts_of(store, papers)
+    _, scores = await tastes.reader_order(store, chat.chat_id, [a.paper for a in alerts])
+    grouped = await by_thread(store, chat.chat_id, alerts)
     return [
         (thread, text, ids)
-        for thread, group in by_thread.items()
+        for thread, group in grouped.items()
         for text, ids in formatting.pack_digest(group, period=chat.mode, scores=scores)
     ]
 
 
-def _outgoing(digest: Digest, parts: list[DigestPaper], text: str, *, last: bool) -> Outgoing:
+def outgoing(digest: Digest, parts: list[DigestPaper], text: str, *, last: bool) -> Outgoing:
+    """One message of the digest with ``parts``: the last settles the watermark."""
     message = Outgoing(
         digest.chat.chat_id,
         [p.outbox_id for p in parts if p.outbox_id is not None],
@@ -152,7 +173,8 @@ def _outgoing(digest: Digest, parts: list[DigestPaper], text: str, *, last: bool
     return message
 
 
-async def _alerts(store: Store, papers: list[DigestPaper]) -> list[formatting.Alert]:
+async def alerts_of(store: Store, papers: list[DigestPaper]) -> list[formatting.Alert]:
+    """The papers as alerts: the chat's topics that match each, and every catalogue tag."""
     ids = [p.paper_id for p in papers]
     found = {p.id: p for p in await store.papers_by_ids(ids)}
     catalogue = await store.paper_topics(ids, kind="catalogue")
@@ -163,10 +185,11 @@ async def _alerts(store: Store, papers: list[DigestPaper]) -> list[formatting.Al
     ]
 
 
-async def _catch_up(store: Store, digest: Digest) -> Outgoing:
-    """The digest folded into one message: counts per topic, the best few (the papers on the
-    most of the chat's topics, newest first among equals; with a taste, its best among more of
-    them), each with 👍 / 👎, and ``/latest`` buttons for the rest."""
+async def catch_up(store: Store, digest: Digest) -> Outgoing:
+    """The digest (or an instant chat's alerts, ``delivery.alerts``) folded into one message:
+    counts per topic, the best few (the papers on the most of the chat's topics, newest first
+    among equals; with a taste, its best among more of them), each with 👍 / 👎, and
+    ``/latest`` buttons for the rest."""
     papers = digest.papers
     counts: Counter[int] = Counter()
     named: dict[int, Topic] = {}
@@ -189,9 +212,9 @@ async def _catch_up(store: Store, digest: Digest) -> Outgoing:
             formatting.Alert(found[p.paper_id], p.topics) for p in best if p.paper_id in found
         ],
         taste=taste,
-        period=digest.chat.mode,
+        period=None if digest.chat.mode == "instant" else digest.chat.mode,
     )
-    message = _outgoing(digest, papers, text, last=True)
+    message = outgoing(digest, papers, text, last=True)
     message.folded = True
     message.buttons = rows
     message.thread_id = thread

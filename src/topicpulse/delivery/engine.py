@@ -13,8 +13,8 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from itertools import zip_longest
 
-from topicpulse.delivery import digests, weekly
-from topicpulse.delivery.messages import Outgoing, paper_messages, spike_message
+from topicpulse.delivery import alerts, digests, weekly
+from topicpulse.delivery.messages import Outgoing, spike_message
 from topicpulse.delivery.protocol import Sender
 from topicpulse.delivery.sending import (
     GIVE_UP_AFTER,
@@ -30,7 +30,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 48  # chats in delivery at once: ≫ 30 msg/s × 0.1 s latency
 FOLD_AFTER = 3  # alert messages a chat may get at once; a bigger backlog is one catch-up
-BATCH = 500  # pending rows read (and sent) at a time per chat
+BATCH = 500  # spike rows read at a time per chat
 FETCH = 500  # chats read from the outbox at a time
 
 _Charts = dict[int, "asyncio.Future[Outgoing | None]"]
@@ -79,8 +79,8 @@ class Delivery(Courier):
     # ------------------------------------------------------------------ one pass
     async def run_once(self) -> int:
         """Deliver pending spike alerts, instant alerts and due digests: every chat that is not
-        deferred, busy in another pass, or paused. Returns the rows settled."""
-        before = self.stats.settled_rows
+        deferred, busy in another pass, or paused. Returns the rows and papers settled."""
+        before = self.stats.settled
         if self.halted() or self.closed:
             return 0
         taken: set[int] = set()
@@ -136,13 +136,20 @@ class Delivery(Courier):
         finally:
             for chart in charts.values():
                 chart.cancel()
-        return self.stats.settled_rows - before
+        return self.stats.settled - before
 
     async def _due_chats(self, now: datetime, limit: int) -> list[int]:
         """Chats with something to send: spike alerts first, then instant alerts and digests
         taken in turn (neither waits for the other's burst), digests longest due first and
         never before their time (``now``: when the pass reads them, not when it began)."""
-        instant = await self.store.chats_with_pending(modes=("instant",), limit=limit)
+        instant = list(
+            dict.fromkeys(
+                [
+                    *await self.store.chats_with_pending(modes=("instant",), limit=limit),
+                    *await self.store.instant_chats_due(limit=limit),
+                ]
+            )
+        )
         spikes = await self.store.chats_with_pending(
             modes=("daily", "weekly"), kind="spike", limit=limit
         )
@@ -179,17 +186,12 @@ class Delivery(Courier):
                 return
         if not instant:
             return
-        while True:
-            items = await self.store.pending_for_chat(chat_id, limit=BATCH, kind="paper")
-            outgoing = await paper_messages(self.store, chat_id, items, fold_after=self.fold_after)
-            if not outgoing:
-                break
-            if any(m.folded for m in outgoing):
-                self.stats.folded += 1
-            complete = await self._send_all(outgoing)
-            chat_id = outgoing[-1].chat_id
-            if not complete or len(items) < BATCH:
-                break
+        outgoing = await alerts.assemble(
+            self.store, dataclasses.replace(chat, chat_id=chat_id), now, fold_after=self.fold_after
+        )
+        if any(m.folded for m in outgoing):
+            self.stats.folded += 1
+        await self._send_all(outgoing)
 
     async def _deliver_digest(self, chat: Chat, now: datetime) -> None:
         """The digest due: assembled from the matches since the chat's watermark; its last

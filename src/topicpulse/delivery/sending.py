@@ -64,7 +64,7 @@ SLOW_PAUSE = 30.0  # seconds a chat waits after a send whose answer did not come
 @dataclass(slots=True)
 class DeliveryStats:
     sent_messages: int = 0
-    settled_rows: int = 0
+    settled: int = 0  # outbox rows and papers from the matches settled by accepted messages
     flood_waits: int = 0
     rejected: int = 0  # messages sent again as plain text
     photos_refused: int = 0  # spike alerts sent as text: the chat takes no photos
@@ -239,6 +239,7 @@ class Courier:
                 self.stats.chats_gone += 1
                 self._deferred.pop(message.chat_id, None)
                 self._chat_failures.pop(message.chat_id, None)  # no state kept for gone chats
+                await self._as_rows(message)  # (its papers dropped with the chat's rows)
                 dropped = await self.store.deactivate_chat(message.chat_id, str(exc))
                 log.info(
                     "chat %s is gone (%s): deactivated, %d pending dropped (subscriptions kept)",
@@ -253,7 +254,7 @@ class Courier:
                 break
         await self._settle(message)
         self.stats.sent_messages += 1
-        self.stats.settled_rows += len(message.outbox_ids)
+        self.stats.settled += message.settles_papers
         await self._succeeded(message.chat_id)
         return Outcome.SENT
 
@@ -301,6 +302,7 @@ class Courier:
 
     async def _drop(self, message: Outgoing, exc: DeliveryError, how: str = "") -> Outcome:
         """Telegram refused the message for good: drop its rows, say so, go on with the chat."""
+        await self._as_rows(message)
         log.error(
             "Telegram refused the message for outbox rows %s (chat %s)%s: %s; dropping them",
             message.outbox_ids,
@@ -317,8 +319,9 @@ class Courier:
     async def _maybe_sent(self, message: Outgoing, exc: DeliveryError) -> Outcome:
         """No answer in time: most likely delivered. Settled, never sent again; the chat waits
         a little (Telegram is slow for it); no failure is counted (see the module doc)."""
+        await self._as_rows(message)
         self.stats.maybe_sent += 1
-        self.stats.settled_rows += len(message.outbox_ids)
+        self.stats.settled += message.settles_papers
         await self.store.mark_maybe_sent(message.outbox_ids, str(exc))
         if message.settles_more:  # and the digest's watermark moves past it
             await self._settle(message)
@@ -333,7 +336,8 @@ class Courier:
         return Outcome.DEFERRED
 
     async def _topic_closed(self, message: Outgoing, exc: TopicClosed) -> Outcome:
-        """The chat's forum topic is closed: keep the rows, tell the admins once, retry later."""
+        """The chat's forum topic is closed: keep what it owes (its rows, and its watermark
+        unmoved), tell the admins once, retry later."""
         chat_id = message.chat_id
         self.stats.topics_closed += 1
         count = self._closed[chat_id] = self._closed.get(chat_id, 0) + 1
@@ -341,11 +345,10 @@ class Courier:
         self._defer(chat_id, delay, "closed")
         first = await self.store.mark_topic_closed(chat_id)
         log.info(
-            "chat %s: forum topic %s is closed (%s); outbox rows %s kept, trying again in %.0fs",
+            "chat %s: forum topic %s is closed (%s); its alerts kept, trying again in %.0fs",
             chat_id,
             exc.thread_id if exc.thread_id is not None else "General",
             exc,
-            message.outbox_ids,
             delay,
         )
         if first:
@@ -353,6 +356,20 @@ class Courier:
             if told is False:  # the notice failed: it is tried again next time
                 await self.store.clear_topic_closed(chat_id)
         return Outcome.DEFERRED
+
+    async def _as_rows(self, message: Outgoing) -> None:
+        """A message from the matches that did not simply go through: its papers become outbox
+        rows of the message (``store.queue_papers``), so its failures count towards giving up
+        and a refusal or a doubt is recorded per paper, as for any row; the watermark still
+        moves only with the digest's or alert's last message."""
+        part = message.digest
+        if part is None or not part.paper_ids:
+            return
+        message.outbox_ids = [
+            *message.outbox_ids,
+            *await self.store.queue_papers(message.chat_id, part.paper_ids),
+        ]
+        part.paper_ids = []
 
     async def _succeeded(self, chat_id: int) -> None:
         self._failing.clear()
@@ -375,6 +392,7 @@ class Courier:
         row (Telegram unreachable). A message failing for ``give_up_after`` while Telegram
         answers others is dropped."""
         self.stats.failures += 1
+        await self._as_rows(message)
         chat_id = message.chat_id
         now = self.clock()
         since = await self.store.mark_failed_attempt(message.outbox_ids, str(exc), at=iso(now))

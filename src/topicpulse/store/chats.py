@@ -9,14 +9,11 @@ from typing import Any
 from topicpulse.models import Chat, Subscription, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
-from topicpulse.store.digests import materialise
+from topicpulse.store.digests import materialise, owed_alerts_as_rows
 
 CHAT_SETTINGS = frozenset(
     {"paused", "mode", "digest_time", "digest_weekday", "timezone", "spikes", "next_digest_at"}
 )
-
-
-_DIGEST_MODE = "? IN ('daily', 'weekly')"
 
 
 class SubscriptionsFull(Exception):
@@ -79,24 +76,18 @@ class ChatQueries(Database):
         if unknown:
             raise ValueError(f"not chat settings: {sorted(unknown)}")
         assignments = ", ".join(f"{name} = ?" for name in settings)
-        # Digests start where the engine stands for a chat turning to digests or unpaused
-        # (SET reads the row as it was): what was matched before was queued, or is not owed.
-        restart = []
-        if "mode" in settings:
-            restart.append(f"(mode = 'instant' AND {_DIGEST_MODE})")
-        if "paused" in settings:
-            restart.append("(paused = 1 AND NOT ?)")
+        # An unpaused chat's digests and alerts start where the engine stands (SET reads the
+        # row as it was): what was matched while it was paused is not owed.
         watermark = (
-            f", digest_through = CASE WHEN {' OR '.join(restart)} THEN max(digest_through,"
+            ", digest_through = CASE WHEN paused = 1 AND NOT ? THEN max(digest_through,"
             f" {rows.FANNED_OUT}) ELSE digest_through END"
-            if restart
+            if "paused" in settings
             else ""
         )
-        marks = [
-            *([settings["mode"]] if "mode" in settings else []),
-            *([int(bool(settings["paused"]))] if "paused" in settings else []),
-        ]
+        marks = [int(bool(settings["paused"]))] if "paused" in settings else []
         async with self._write() as conn:
+            if settings.get("mode", "instant") != "instant":
+                await owed_alerts_as_rows(conn, chat_id, self._now())
             await conn.execute(
                 f"UPDATE chats SET {assignments}, updated_at = ?{watermark} WHERE chat_id = ?",
                 (*settings.values(), self._now(), *marks, chat_id),
@@ -113,9 +104,10 @@ class ChatQueries(Database):
         """Change the chat's digest settings and set its next digest time, ``next_due`` of the
         chat as changed, in one transaction: concurrent /digest and /timezone each see the
         other's change, and neither writes a due time computed from a stale copy. In the same
-        transaction, a chat turning to digests starts its digest watermark where the engine
-        stands, and one turning from digests to instant gets what its next digest would have
-        held as pending alerts (papers announced since ``alerts_since(its old mode)``)."""
+        transaction, a chat turning from digests to instant gets what its next digest would
+        have held as pending alerts (papers announced since ``alerts_since(its old mode)``),
+        and one turning to digests the alerts it is owed as pending rows (they go out in its
+        first digest, as they would have gone out at once)."""
         unknown = set(settings) - CHAT_SETTINGS
         if unknown:
             raise ValueError(f"not chat settings: {sorted(unknown)}")
@@ -132,11 +124,7 @@ class ChatQueries(Database):
             if before.mode != "instant" and changed.mode == "instant" and alerts_since:
                 await materialise(conn, chat_id, alerts_since(before.mode), self._now())
             elif before.mode == "instant" and changed.mode != "instant":
-                await conn.execute(
-                    f"UPDATE chats SET digest_through = max(digest_through, {rows.FANNED_OUT})"
-                    " WHERE chat_id = ?",
-                    (chat_id,),
-                )
+                await owed_alerts_as_rows(conn, chat_id, self._now())
             values = {**settings, "next_digest_at": changed.next_digest_at}
             assignments = ", ".join(f"{name} = ?" for name in values)
             await conn.execute(
@@ -175,9 +163,10 @@ class ChatQueries(Database):
             if exists:  # the new id already talked to us: the group's settings and follows move
                 await conn.execute(
                     "UPDATE chats SET (active, paused, mode, digest_time, digest_weekday,"
-                    " timezone, spikes, next_digest_at, digest_through) = (SELECT active, paused,"
-                    " mode, digest_time, digest_weekday, timezone, spikes, next_digest_at,"
-                    " digest_through FROM chats"
+                    " timezone, spikes, next_digest_at, digest_through, alerts_due,"
+                    " alerts_since) = (SELECT active, paused, mode, digest_time,"
+                    " digest_weekday, timezone, spikes, next_digest_at, digest_through,"
+                    " alerts_due, alerts_since FROM chats"
                     " WHERE chat_id = ?), type = 'supergroup', updated_at = ? WHERE chat_id = ?",
                     (old_chat_id, self._now(), new_chat_id),
                 )

@@ -1,17 +1,22 @@
-"""Digests from the matches: which digest chats are due, what their topics matched since their
-watermark (``chats.digest_through``), and settling a digest once Telegram accepted it.
+"""Digests and instant alerts from the matches: which chats are due (digest chats at their
+time, instant chats a round marked), what their topics matched since their watermark
+(``chats.digest_through``), and settling a digest or an alert once Telegram accepted it.
 
-A digest chat has no outbox row per paper (a round queues those for instant chats only): at
-100,000 chats that would be tens of millions of rows for one message a day each. Its digest is
-assembled at its time from ``topic_papers``; exactly once, across restarts and versions:
+No chat has an outbox row per paper: at 100,000 chats that would be millions of rows a round,
+and tens of millions for digest chats that get one message a day. A digest is assembled at its
+time from ``topic_papers``, an instant alert after the round that marked the chat
+(``chats.alerts_due``; an alert is a digest due at once, packed as alerts); exactly once,
+across restarts and versions:
 
 * a paper row keeps its id across versions, and ``digest_through`` only moves forward, in the
   same transaction that records the last message of the digest as sent;
 * a digest in two messages records the papers of the first as sent outbox rows when it is
   accepted, so a restart between the two re-sends neither (assembly skips papers that have a
   row for the chat, in any state);
-* rows still pending for the chat (queued while it was instant, or before this schema) go out
-  in its digest like the rest, and are marked sent with it.
+* rows still pending for the chat (queued when it turned instant, or before this schema) go
+  out in its digest or alert like the rest, and are marked sent with it;
+* a round's mark is cleared only by an accepted message through the round's papers (a later
+  round's mark stays).
 """
 
 from __future__ import annotations
@@ -38,6 +43,26 @@ class DigestQueries(Database):
             (due_before, limit),
         )
         return [r["chat_id"] for r in found]
+
+    async def instant_chats_due(self, *, limit: int) -> list[int]:
+        """Active, unpaused instant chats a round marked as owed alerts (``alerts_due``), the
+        longest marked first (the partial index's few entries, not every chat)."""
+        found = await self._rows(
+            "SELECT chat_id FROM chats INDEXED BY chats_alerts_due WHERE alerts_due IS NOT NULL"
+            " AND mode = 'instant' AND active = 1 AND paused = 0"
+            " ORDER BY alerts_due, chat_id LIMIT ?",
+            (limit,),
+        )
+        return [r["chat_id"] for r in found]
+
+    async def count_instant_due(self) -> int:
+        """How many instant chats a round marked still wait for their alerts."""
+        return int(
+            await self._value(
+                "SELECT count(*) FROM chats INDEXED BY chats_alerts_due"
+                " WHERE alerts_due IS NOT NULL"
+            )
+        )
 
     async def digest_matches(
         self, chat_id: int, *, after: int, through: int, published_since: str
@@ -72,10 +97,11 @@ class DigestQueries(Database):
         through: int | None,
         next_digest_at: str | None = None,
     ) -> None:
-        """One digest message was accepted: its pending rows are sent, and either (``through``
-        None: more messages follow) its papers are recorded as sent rows, or (the last one) the
-        watermark moves to ``through`` and the next digest time is set — unless the schedule
-        changed since ``chat`` was read (then the command that changed it set its own)."""
+        """One digest or alert message was accepted: its pending rows are sent, and either
+        (``through`` None: more messages follow) its papers are recorded as sent rows, or (the
+        last one) the watermark moves to ``through``, the rounds' mark through it is cleared and
+        the next digest time is set — unless the schedule changed since ``chat`` was read (then
+        the command that changed it set its own)."""
         now = self._now()
         async with self._write() as conn:
             await mark_rows_sent(conn, outbox_ids, now)
@@ -87,8 +113,11 @@ class DigestQueries(Database):
                 )
                 return
             await conn.execute(
-                "UPDATE chats SET digest_through = max(digest_through, ?) WHERE chat_id = ?",
-                (through, chat.chat_id),
+                "UPDATE chats SET digest_through = max(digest_through, ?),"
+                " alerts_since = CASE WHEN alerts_due <= ? THEN NULL ELSE alerts_since END,"
+                " alerts_due = CASE WHEN alerts_due <= ? THEN NULL ELSE alerts_due END"
+                " WHERE chat_id = ?",
+                (through, through, through, chat.chat_id),
             )
             await conn.execute(
                 "UPDATE chats SET next_digest_at = ?, updated_at = ? WHERE chat_id = ?"
@@ -145,3 +174,19 @@ async def materialise(
         (chat_id,),
     )
     return max(cur.rowcount, 0)
+
+
+async def owed_alerts_as_rows(conn: aiosqlite.Connection, chat_id: int, now: str) -> None:
+    """An instant chat a round marked turns to digests (inside the caller's transaction): the
+    alerts it is owed become pending rows, as the rounds queued them before — so its first
+    digest holds them whatever their age by then — and the mark is cleared."""
+    async with conn.execute(
+        "SELECT mode, alerts_since FROM chats WHERE chat_id = ?", (chat_id,)
+    ) as cur:
+        row = await cur.fetchone()
+    if row is None or row["mode"] != "instant" or row["alerts_since"] is None:
+        return
+    await materialise(conn, chat_id, row["alerts_since"], now)
+    await conn.execute(
+        "UPDATE chats SET alerts_due = NULL, alerts_since = NULL WHERE chat_id = ?", (chat_id,)
+    )

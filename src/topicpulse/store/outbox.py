@@ -79,51 +79,33 @@ class OutboxQueries(Database):
         )
         return [rows.outbox_item(r) for r in found]
 
-    # ------------------------------------------------------------------ a backlog in one
-    async def pending_paper_rows(self, chat_id: int) -> list[int]:
-        """Ids of all the chat's pending paper rows, oldest first (a catch-up settles them)."""
-        found = await self._rows(
-            "SELECT id FROM outbox WHERE chat_id = ? AND state = 'pending' AND kind = 'paper'"
-            " ORDER BY id",
-            (chat_id,),
-        )
-        return [r["id"] for r in found]
-
-    async def backlog_topic_counts(self, chat_id: int, *, through: int) -> list[tuple[Topic, int]]:
-        """For each topic the chat follows, how many of its pending papers (rows up to id
-        ``through``) the topic matches; most first. A paper counts under every such topic."""
-        found = await self._rows(
-            f"SELECT {rows.CHAT_TOPIC_COLUMNS}, count(*) AS papers FROM outbox o"
-            " JOIN topic_papers tp ON tp.paper_id = o.paper_id"
-            " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = o.chat_id"
-            " JOIN topics t ON t.id = tp.topic_id"
-            " WHERE o.chat_id = ? AND o.state = 'pending' AND o.kind = 'paper' AND o.id <= ?"
-            f" AND {rows.in_view('s.chat_id', 's.topic_id', 'o.paper_id')}"
-            " GROUP BY t.id ORDER BY papers DESC, min(s.created_at), t.id",
-            (chat_id, through),
-        )
-        return [(rows.topic(r), r["papers"]) for r in found]
-
-    async def backlog_best_papers(self, chat_id: int, *, through: int, limit: int) -> list[int]:
-        """Paper ids of the chat's pending papers (rows up to id ``through``) that match the
-        most of the chat's topics, newest first among equals."""
-        found = await self._rows(
-            "SELECT o.paper_id, count(s.topic_id) AS hits FROM outbox o"
-            " JOIN papers p ON p.id = o.paper_id"
-            " LEFT JOIN topic_papers tp ON tp.paper_id = o.paper_id"
-            " LEFT JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = o.chat_id"
-            f" AND {rows.in_view('s.chat_id', 's.topic_id', 'o.paper_id')}"
-            " WHERE o.chat_id = ? AND o.state = 'pending' AND o.kind = 'paper' AND o.id <= ?"
-            " GROUP BY o.paper_id ORDER BY hits DESC, p.published DESC, o.paper_id DESC LIMIT ?",
-            (chat_id, through, limit),
-        )
-        return [r["paper_id"] for r in found]
-
     # ------------------------------------------------------------------ outcomes
 
     async def mark_sent(self, outbox_ids: Sequence[int]) -> None:
         async with self._write() as conn:
             await mark_rows_sent(conn, outbox_ids, self._now())
+
+    async def queue_papers(self, chat_id: int, paper_ids: Sequence[int]) -> list[int]:
+        """Pending rows for papers a message from the matches carries (it failed, or was
+        refused or maybe sent: its papers are then recorded as rows, whose attempts and
+        reasons count as any row's), in one transaction. Returns the rows' ids, pending ones
+        only (a paper that already has a settled row for the chat is not queued again)."""
+        if not paper_ids:
+            return []
+        now = self._now()
+        ids = json.dumps(list(paper_ids))
+        async with self._write() as conn:
+            await conn.execute(
+                "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at)"
+                " SELECT ?, 'paper', value, ? FROM json_each(?)",
+                (chat_id, now, ids),
+            )
+            async with conn.execute(
+                "SELECT id FROM outbox WHERE chat_id = ? AND kind = 'paper' AND state = 'pending'"
+                " AND paper_id IN (SELECT value FROM json_each(?)) ORDER BY id",
+                (chat_id, ids),
+            ) as cur:
+                return [r["id"] for r in await cur.fetchall()]
 
     async def mark_maybe_sent(self, outbox_ids: Sequence[int], doubt: str) -> None:
         """Telegram took the message but its answer never came (a read timeout): it was most
@@ -205,8 +187,8 @@ class OutboxQueries(Database):
         ``delivered_before``: no round can queue those again (the fan-out starts past the
         engine's watermark, a digest past the chat's), so they guard nothing. Kept until
         ``before``: dropped rows and doubtful sends (their reasons are the record), spike rows,
-        and a digest chat's rows past its watermark (a digest sent in several messages whose
-        last has not gone yet). Pending rows are never pruned."""
+        and a chat's rows past its watermark (a digest or alert sent in several messages whose
+        last has not gone yet, papers held back from it). Pending rows are never pruned."""
         removed = await self._prune_slices(
             "SELECT id FROM outbox WHERE state != 'pending' AND created_at < ? LIMIT ?", (before,)
         )
@@ -215,7 +197,7 @@ class OutboxQueries(Database):
                 "SELECT o.id FROM outbox o JOIN chats c ON c.chat_id = o.chat_id"
                 " WHERE o.state = 'sent' AND o.kind = 'paper' AND o.created_at < ?"
                 " AND (o.last_error IS NULL OR o.last_error = 'held back')"
-                " AND (c.mode = 'instant' OR o.paper_id <= c.digest_through) LIMIT ?",
+                " AND o.paper_id <= c.digest_through LIMIT ?",
                 (delivered_before,),
             )
         return removed

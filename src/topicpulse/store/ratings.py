@@ -379,9 +379,13 @@ class RatingQueries(Database):
             return cur.rowcount > 0
 
     # ------------------------------------------------------------------ held back
-    async def hold_back_papers(self, chat_id: int, held: Sequence[tuple[int, int, float]]) -> None:
-        """(outbox row, paper, score): each paper moves to the chat's quiet list and its outbox
-        row is settled, in one transaction — nothing lost, nothing twice."""
+    async def hold_back_papers(
+        self, chat_id: int, held: Sequence[tuple[int | None, int, float]]
+    ) -> None:
+        """(outbox row or None, paper, score): each paper moves to the chat's quiet list, and its
+        outbox row is settled (a paper from the matches gets a settled row, so the alert
+        assembled again before its watermark moves leaves it out), in one transaction —
+        nothing lost, nothing twice."""
         now = self._now()
         async with self._write() as conn:
             await conn.executemany(
@@ -392,7 +396,13 @@ class RatingQueries(Database):
             await conn.executemany(
                 "UPDATE outbox SET state = 'sent', sent_at = ?, last_error = 'held back'"
                 " WHERE id = ? AND state = 'pending'",
-                [(now, outbox_id) for outbox_id, _, _ in held],
+                [(now, outbox_id) for outbox_id, _, _ in held if outbox_id is not None],
+            )
+            await conn.executemany(
+                "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at, state,"
+                " attempts, sent_at, last_error) VALUES (?, 'paper', ?, ?, 'sent', 0, ?,"
+                " 'held back')",
+                [(chat_id, paper_id, now, now) for row, paper_id, _ in held if row is None],
             )
 
     async def waiting_held_back(self, chat_id: int) -> list[int]:

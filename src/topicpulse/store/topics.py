@@ -266,20 +266,22 @@ class TopicQueries(Database):
         batch_through: int,
         alert_published_since: str | None,
     ) -> int:
-        """Record one round's matches and queue the alerts they cause, in one transaction.
+        """Record one round's matches and mark the instant chats they owe alerts, in one
+        transaction.
 
         ``matches`` maps topic id → matching paper ids among papers ``batch_after < id <=
         batch_through``. Every topic in ``matches`` moves its ``matched_through`` to
-        ``batch_through``. Each active, unpaused chat following a matching topic gets one outbox
-        row per paper it has not had yet, for papers stored after it followed, newer than what
-        earlier rounds fanned out (``engine_state``; moved to ``batch_through`` here), and
-        announced at or after ``alert_published_since`` (the caller's age rule; ``None``: record
-        the matches, queue no alerts). Only instant chats get rows: a digest chat's digest is
-        assembled from the matches at its time (``store.digests``). A paper a chat left out of
-        its view of a topic (``rows.in_view``) is not queued for it through that topic (another
-        of its topics that matches it still queues it). Returns the outbox rows added.
+        ``batch_through``. Each active, unpaused instant chat owed an alert is marked
+        (``chats.alerts_due``, at least ``batch_through``; ``alerts_since``, the earliest
+        marking round's age rule): it follows a topic that matched a
+        paper stored after it followed, newer than what earlier rounds fanned out
+        (``engine_state``; moved to ``batch_through`` here), and announced at or after
+        ``alert_published_since`` (the caller's age rule; ``None``: record the matches, mark no
+        chats). No chat gets a row per paper: its alerts, like a digest chat's digest, are
+        assembled from the matches since its watermark (``store.digests``), which also leaves
+        out what a chat left out of its view of a topic (``rows.in_view``; so marking reads the
+        views only to mark fewer chats). Returns the chats marked.
         """
-        now = self._now()
         self._tag_cache.clear()  # (the catalogue's tags change)
         async with self._write() as conn:
             async with conn.execute(
@@ -312,18 +314,26 @@ class TopicQueries(Database):
                 views = bool((await cur.fetchone())[0])  # type: ignore[index]
             view = f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}" if views else ""
             cur = await conn.execute(
-                # no DISTINCT: outbox_paper_once makes OR IGNORE skip a paper a chat already
-                # has (from another of its topics); `published` read from papers by rowid so
-                # topic_papers is read from its covering index — together 2× faster
-                "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at)"
-                " SELECT s.chat_id, 'paper', tp.paper_id, ? FROM topic_papers tp"
-                " JOIN papers p ON p.id = tp.paper_id"
-                " JOIN subscriptions s ON s.topic_id = tp.topic_id"
-                " JOIN chats c ON c.chat_id = s.chat_id"
-                " WHERE tp.paper_id > ? AND tp.paper_id <= ? AND tp.paper_id > s.after_paper_id"
-                " AND p.announced >= ? AND c.active = 1 AND c.paused = 0 AND c.mode = 'instant'"
-                f"{view} ORDER BY tp.paper_id",
-                (now, max(batch_after, fanned_out), batch_through, alert_published_since),
+                # no row per chat and paper (at 100,000 chats, millions a round): the chats
+                # are marked, their alerts assembled from the matches (``delivery.alerts``);
+                # one paper per subscription is enough to mark its chat
+                "UPDATE chats SET alerts_due = max(coalesce(alerts_due, 0), ?),"
+                " alerts_since = min(coalesce(alerts_since, ?), ?)"
+                " WHERE mode = 'instant' AND active = 1 AND paused = 0 AND chat_id IN ("
+                " SELECT s.chat_id FROM subscriptions s"
+                " WHERE s.topic_id IN (SELECT CAST(value AS INTEGER) FROM json_each(?))"
+                " AND EXISTS (SELECT 1 FROM topic_papers tp JOIN papers p ON p.id = tp.paper_id"
+                " WHERE tp.topic_id = s.topic_id AND tp.paper_id > max(?, s.after_paper_id)"
+                f" AND tp.paper_id <= ? AND p.announced >= ?{view}))",
+                (
+                    batch_through,
+                    alert_published_since,
+                    alert_published_since,
+                    json.dumps(list(found)),
+                    max(batch_after, fanned_out),
+                    batch_through,
+                    alert_published_since,
+                ),
             )
             return max(cur.rowcount, 0)
 

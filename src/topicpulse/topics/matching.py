@@ -79,7 +79,7 @@ class MatchRound:
     papers: int = 0
     topics: int = 0
     matches: int = 0
-    alerts_queued: int = 0
+    chats_marked: int = 0  # instant chats marked as owed alerts (per batch of the round)
     from_compiled: int = 0  # topics whose query no longer parses, matched from their ``fts``
     skipped: int = 0  # topics that could not be matched at all (their ``fts`` fails too)
     seconds: float = 0.0
@@ -302,7 +302,7 @@ async def match_new_papers(
             break
         for topic_id, skipped in found.items():
             unparsed[topic_id] = unparsed.get(topic_id, False) or skipped
-        result.alerts_queued += queued
+        result.chats_marked += queued
         result.papers += count
         result.matches += matched
         after = batch_through
@@ -311,11 +311,11 @@ async def match_new_papers(
         _report_unparsed(result, topics, unparsed)
         await store.record_unparsed_topics(result.from_compiled, result.skipped)
         log.info(
-            "matched %d papers against %d topics: %d matches, %d alerts queued (%.2fs)",
+            "matched %d papers against %d topics: %d matches, %d instant chats marked (%.2fs)",
             result.papers,
             result.topics,
             result.matches,
-            result.alerts_queued,
+            result.chats_marked,
             result.seconds,
         )
     return result

@@ -237,6 +237,7 @@ async def _health_body(request: web.Request) -> dict[str, object]:
         "last_successful_poll": last,
         "seconds_since_poll": None if age is None else round(age),
         "outbox_pending": depth,
+        "alerts_due_chats": await tp.store.count_instant_due(),
         "delivery": state,
     }
 

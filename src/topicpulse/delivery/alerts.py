@@ -1,0 +1,82 @@
+"""Instant alerts assembled from the matches, as digests are: a round marks the instant chats
+its matches owe an alert (``chats.alerts_due``) instead of queueing a row per chat and paper,
+and the delivery pass sends each one what its topics matched since its watermark — a digest
+due at once, packed as alerts (``formatting.pack_alerts``), in at most ``fold_after``
+messages or one catch-up over all of it.
+
+Papers its taste rates very unlikely go to the chat's quiet list (never dropped, never before
+enough ratings; ``tastes.to_hold_back``), and the last message says how many wait there.
+Exactly once as a digest is (``store.digests``): the last message accepted moves the
+watermark and clears the rounds' mark through it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from topicpulse.delivery import buttons, digests, formatting, tastes
+from topicpulse.delivery.digests import Digest, DigestPaper
+from topicpulse.delivery.messages import FOLD_PROBE, Outgoing
+from topicpulse.models import Chat
+from topicpulse.store import Store
+
+
+async def assemble(
+    store: Store, chat: Chat, now: datetime, *, fold_after: int | None
+) -> list[Outgoing]:
+    """The chat's instant alerts due at ``now``: its topics' matches since its watermark and
+    any rows pending for it. Nothing to send (or everything held back) settles at once."""
+    digest = await digests.digest_papers(store, chat, now)
+    messages = await _messages(store, digest, fold_after)
+    if not messages:  # the watermark moves and the mark clears all the same
+        await store.settle_digest(chat, outbox_ids=[], paper_ids=[], through=digest.through)
+    return messages
+
+
+async def _messages(store: Store, digest: Digest, fold_after: int | None) -> list[Outgoing]:
+    chat_id = digest.chat.chat_id
+    if not digest.papers:
+        return []
+    # a big backlog: whether its first few already need more than fold_after messages
+    # (packing more never takes fewer), before reading every paper of it
+    if (
+        fold_after is not None
+        and len(digest.papers) > FOLD_PROBE
+        and len(await _pack(store, chat_id, digest.papers[:FOLD_PROBE])) > fold_after
+    ):
+        return [await digests.catch_up(store, digest)]
+    rated = await store.taste(chat_id) is not None  # (one read)
+    if rated:
+        found = await store.papers_by_ids([p.paper_id for p in digest.papers])
+        held = await tastes.to_hold_back(store, chat_id, found)
+        if held:  # never dropped: into the quiet list (a paper there is settled for the chat)
+            await store.hold_back_papers(
+                chat_id,
+                [(p.outbox_id, p.paper_id, held[p.paper_id]) for p in digest.papers
+                 if p.paper_id in held],
+            )  # fmt: skip
+            digest.papers = [p for p in digest.papers if p.paper_id not in held]
+            if not digest.papers:
+                return []
+    packed = await _pack(store, chat_id, digest.papers)
+    if fold_after is not None and len(packed) > fold_after:
+        return [await digests.catch_up(store, digest)]
+    messages = digests.packed_messages(digest, packed)
+    for message, (_, _, paper_ids) in zip(messages, packed, strict=True):
+        message.preview = len(paper_ids) == 1
+    if rated and (waiting := len(await store.waiting_held_back(chat_id))):
+        last_message = messages[-1]
+        last_message.html += f"\n\n{buttons.held_back_line(waiting)}"
+        last_message.buttons = [*(last_message.buttons or []), buttons.SHOW_HELD]
+    return messages
+
+
+async def _pack(store: Store, chat_id: int, papers: list[DigestPaper]) -> digests.Packed:
+    """The papers packed as alerts, newest first, each to its forum thread."""
+    alerts = await digests.alerts_of(store, papers)
+    grouped = await digests.by_thread(store, chat_id, alerts)
+    return [
+        (thread, text, paper_ids)
+        for thread, group in grouped.items()
+        for text, paper_ids in formatting.pack_alerts(group)
+    ]
