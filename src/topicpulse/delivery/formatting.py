@@ -8,6 +8,7 @@ units, which is never less than what Telegram counts after parsing the entities.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Iterable, Sequence
@@ -74,9 +75,11 @@ def topic_tags(topics: Sequence[Topic], others: Sequence[Topic] = ()) -> str:
     return " · ".join(shown) + (f" +{more}" if more > 0 else "")
 
 
+@functools.lru_cache(maxsize=8192)
 def abstract_quote(abstract: str, limit: int = MAX_ABSTRACT) -> str:
     """The abstract in a collapsed quote (Telegram shows its first lines; a tap unfolds it).
-    Shortened, never cut inside an entity: the text is escaped after shortening."""
+    Shortened, never cut inside an entity: the text is escaped after shortening. (Cached: a
+    round sends the same papers to many chats.)"""
     text = shorten(abstract, limit)
     return f"<blockquote expandable>{esc(text)}</blockquote>" if text else ""
 
@@ -175,16 +178,23 @@ def pack_keyed(
     separator: str = "\n\n",
 ) -> list[tuple[str, list[int]]]:
     """Like ``pack``, for blocks that carry a key (a paper id, several for a block of papers,
-    or None for a heading): returns each message with the keys of the blocks it holds."""
+    or None for a heading): returns each message with the keys of the blocks it holds.
+    (Lengths are added up, not re-measured: a message is measured once per block.)"""
     messages: list[tuple[str, list[int]]] = []
     current, keys = header, []
+    size, gap = tg_len(header), tg_len(separator)
     for block, key in blocks:
-        candidate = f"{current}{separator}{block}" if current else block
-        if tg_len(candidate) > MAX_MESSAGE and current:
+        length = tg_len(block)
+        if current and size + gap + length > MAX_MESSAGE:
             messages.append((current, keys))
-            current, keys = "", []
-            candidate = block
-        current = candidate if tg_len(candidate) <= MAX_MESSAGE else _cut_lines(block, MAX_MESSAGE)
+            current, keys, size = "", [], 0
+        if current:
+            current, size = f"{current}{separator}{block}", size + gap + length
+        elif length <= MAX_MESSAGE:
+            current, size = block, length
+        else:
+            current = _cut_lines(block, MAX_MESSAGE)
+            size = tg_len(current)
         if isinstance(key, int):
             keys.append(key)
         elif key is not None:
