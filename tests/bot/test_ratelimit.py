@@ -301,7 +301,7 @@ async def test_group_pacing_stays_under_twenty_a_minute() -> None:
 
 async def test_global_budget() -> None:
     clock = VirtualClock()
-    limits = Limits()  # 29/s overall
+    limits = Limits()  # 29.5/s overall
     limiter = on(clock, limits)
     api = Api(clock)
     await clock.run(
