@@ -443,3 +443,18 @@ async def test_fan_out_at_the_limits(fast_fake: FakeTelegram, tmp_path: Path) ->
     [catch_up] = fast_fake.messages_to(7)
     assert "Catch-up: 83 new papers" in (catch_up.text or "")
     assert set(ARXIV_LINK.findall(catch_up.text or "")) <= folded
+
+
+async def test_no_new_chat_is_started_while_a_user_is_being_answered(store: Store) -> None:
+    """Users first at the peak: while a command is served, workers start no new chat's
+    messages; once its reply is out they all go ahead."""
+    fan = await fill_outbox(store, list(range(1, 11)), alerts=10)
+    sender = FakeSender()
+    engine = Delivery(store, sender, users_first=60.0)
+    with store.serving():
+        task = asyncio.create_task(engine.run_once())
+        # every chat taken, and its worker waiting for the user before sending anything
+        await wait_for(lambda: len(store.users._waiting) == 10, what="workers waiting")
+        assert sender.attempts == {}
+    assert await task == 10
+    check_once(fan, sender)

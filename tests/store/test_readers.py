@@ -8,7 +8,7 @@ from typing import Any, cast
 
 import pytest
 
-from topicpulse.store.readers import Loan, ReaderPool
+from topicpulse.store.readers import Loan, ReaderPool, UsersFirst
 
 
 def pool(n: int, reserved: int = 0) -> tuple[ReaderPool, list[Any]]:
@@ -96,3 +96,29 @@ async def test_a_cancelled_wait_loses_no_connection(handed_over: bool) -> None:
         readers.give_back(held)
     # The connection is idle again: the next read takes it at once.
     assert (await asyncio.wait_for(readers.borrow(interactive=False), 1)).conn is held.conn
+
+
+# ---------------------------------------------------------------------------------- users first
+async def test_bulk_work_waits_while_a_user_is_served_and_goes_on_when_done() -> None:
+    users = UsersFirst()
+    await users.after_users(10.0)  # nobody served: no wait at all
+    users.enter()
+    users.enter()
+    bulk = asyncio.create_task(users.after_users(10.0))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    users.leave()
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert not bulk.done()  # one user still being served
+    users.leave()
+    await asyncio.wait_for(bulk, 1.0)
+    assert users.count == 0
+
+
+async def test_bulk_work_waits_for_users_at_most_so_long() -> None:
+    users = UsersFirst()
+    users.enter()  # a command that never ends
+    await asyncio.wait_for(users.after_users(0.01), 5.0)
+    users.leave()
+    assert users.count == 0 and not users._waiting

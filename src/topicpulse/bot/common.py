@@ -33,7 +33,7 @@ from topicpulse.delivery.chats import Lookup, UserError, clean_text
 from topicpulse.delivery.formatting import esc
 from topicpulse.insight.llm import AnswerWriter
 from topicpulse.models import utcnow
-from topicpulse.store import Store, interactive
+from topicpulse.store import Store
 from topicpulse.web import throttle
 
 COMMAND_RATE = (20, 60.0)  # per sender: at most 20 commands per 60 seconds
@@ -233,7 +233,9 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
 
     def decorate(handler: Handler) -> Handler:
         async def wrapped(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-            with interactive():  # the store serves this user's reads ahead of background work
+            # the store serves this user's reads ahead of background work, and delivery starts
+            # no new chat's messages until the reply is on its way
+            with services(context).store.serving():
                 await serve(update, context)
 
         async def serve(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:

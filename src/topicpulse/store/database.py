@@ -28,7 +28,7 @@ import aiosqlite
 from topicpulse.models import StoredPaper, Topic, iso, utcnow
 from topicpulse.store import lock
 from topicpulse.store.cache import ReadCache
-from topicpulse.store.readers import ReaderPool
+from topicpulse.store.readers import ReaderPool, UsersFirst
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +114,7 @@ class Database:
     ) -> None:
         self._conn = writer  # the writer; also reads inside a write transaction
         self._readers = ReaderPool(readers, RESERVED)
+        self.users = UsersFirst()  # commands being answered: bulk work waits for them
         self.path = path
         self._in_use: int | None = None  # the shared lock of the file (store/lock.py)
         self._write_lock = asyncio.Lock()
@@ -131,6 +132,17 @@ class Database:
 
     def _now(self) -> str:
         return iso(self.clock())
+
+    @contextmanager
+    def serving(self) -> Iterator[None]:
+        """A user's command is being answered: its reads go ahead of background reads, and
+        delivery workers start no new chat until it is done (``users.after_users``)."""
+        self.users.enter()
+        try:
+            with interactive():
+                yield
+        finally:
+            self.users.leave()
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod

@@ -79,3 +79,39 @@ class ReaderPool:
         loan = max(usable, key=lambda n: n.reserved)
         self._idle.remove(loan)
         return loan
+
+
+class UsersFirst:
+    """Users being answered right now. A command marks itself (``serving``) for as long as it
+    runs; bulk work (a delivery worker about to assemble its next chat) calls ``after_users``
+    and waits, briefly, until none is left, so that at the peak of a digest burst a reply
+    shares the process with the sends already under way and not with new ones."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._waiting: list[asyncio.Future[None]] = []
+
+    def enter(self) -> None:
+        self.count += 1
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self.count <= 0:
+            self.count = 0
+            waiting, self._waiting = self._waiting, []
+            for turn in waiting:
+                if not turn.done():
+                    turn.set_result(None)
+
+    async def after_users(self, most: float) -> None:
+        """Return once no user is being served, or after ``most`` seconds."""
+        if not self.count:
+            return
+        turn = asyncio.get_running_loop().create_future()
+        self._waiting.append(turn)
+        try:
+            await asyncio.wait([turn], timeout=most)
+        finally:
+            if not turn.done():
+                turn.cancel()
+                self._waiting.remove(turn)
