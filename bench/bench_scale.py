@@ -78,7 +78,7 @@ from topicpulse.topics.matching import match_new_papers
 START = datetime(2026, 1, 12, tzinfo=UTC)  # a Monday, in winter time (CET = UTC+1)
 SETUP_NOW = START - timedelta(minutes=30)  # the chats' schedules are set as of this
 CEILING = 30.0  # Telegram's messages a second per bot
-LIMITER_RATE = Limits().global_rate  # what the rate limiter sends at most (29/30 of it)
+LIMITER_RATE = Limits().global_rate  # what the rate limiter sends at most (59/60 of it)
 DELIVERY_TICK = 5.0  # bot.app's: seconds between passes when nothing wakes the worker
 MAINTENANCE_HOUR = 3
 
@@ -402,9 +402,7 @@ class Simulation:
     async def delivery_worker(self) -> None:
         """``Pipeline.delivery_worker``: a pass when woken, every tick, or when due."""
         while not self.delivery.closed:
-            due = self.delivery.next_due()
-            tick = self.cfg.tick
-            timeout = tick if due is None else min(tick, due)
+            timeout = await self.delivery.next_wake(self.cfg.tick)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             self.wake.clear()

@@ -118,3 +118,17 @@ async def test_concurrent_digest_and_timezone_commands_both_count(store: Store) 
     assert (chat.mode, chat.digest_weekday, chat.timezone) == ("weekly", 4, "Europe/Berlin")
     assert chat.next_digest_at == "2027-01-15T17:30:00Z"  # Friday 18:30 in Berlin
     assert schedule(chat) in (schedule(digest), schedule(zone))  # the later one saw the other
+
+
+async def test_the_delivery_worker_wakes_at_the_next_digest_time(store: Store) -> None:
+    """A cohort of digests starts at its minute, not up to an idle tick after it: the worker's
+    wait ends at the next digest time; one already due (its chat waiting) does not shorten it,
+    and a paused chat's digest does not count."""
+    await digest_chat(store)  # due at 08:00, an hour before NOW
+    engine = Delivery(store, FakeSender(), clock=lambda: NOW)
+    assert await engine.next_wake(5.0) == 5.0  # nothing ahead within the tick
+    await store.update_chat(CHAT, next_digest_at="2027-01-11T09:00:02Z")
+    assert await engine.next_wake(5.0) == pytest.approx(2.0)
+    assert await engine.next_wake(1.0) == 1.0
+    await store.update_chat(CHAT, paused=True)
+    assert await engine.next_wake(5.0) == 5.0

@@ -23,7 +23,7 @@ from topicpulse.delivery.sending import (
     RETRY_MAX,
     Courier,
 )
-from topicpulse.models import Chat, OutboxItem, iso, utcnow
+from topicpulse.models import Chat, OutboxItem, iso, parse_iso, utcnow
 from topicpulse.store import Store
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,9 @@ DEFAULT_CONCURRENCY = 48  # chats in delivery at once: ≫ 30 msg/s × 0.1 s lat
 FOLD_AFTER = 3  # alert messages a chat may get at once; a bigger backlog is one catch-up
 BATCH = 500  # spike rows read at a time per chat
 FETCH = 500  # chats read from the outbox at a time
+# A worker waits at most this long for users' commands to be answered before its next chat
+# (48 workers: even while commands never stop, bulk can still start ~100 chats a second).
+USERS_FIRST = 0.5
 
 _Charts = dict[int, "asyncio.Future[Outgoing | None]"]
 
@@ -56,6 +59,7 @@ class Delivery(Courier):
         halt_max: float = HALT_MAX,
         give_up_after: timedelta = GIVE_UP_AFTER,
         monotonic: Callable[[], float] = time.monotonic,
+        users_first: float = USERS_FIRST,
     ) -> None:
         super().__init__(
             store,
@@ -69,8 +73,24 @@ class Delivery(Courier):
         )
         self.concurrency = concurrency
         self.fold_after = fold_after
+        self.users_first = users_first
         self._busy: set[int] = set()  # chats being delivered right now
         self._weekly: set[int] = set()  # chats whose weekly /foryou a pass found due
+
+    async def next_wake(self, most: float) -> float:
+        """Seconds until the next pass is needed, at most ``most`` (an idle tick): a deferred
+        chat or a pause falling due, or the next digest time, so that a cohort of digests
+        starts at its minute, not up to a tick after it. (Digests already due and waiting
+        for their chat come back with their deferral or the tick.)"""
+        waits = [most]
+        due = self.next_due()
+        if due is not None:
+            waits.append(due)
+        now = self.clock()
+        at = await self.store.next_digest_time(iso(now))
+        if at is not None:
+            waits.append(max(0.0, (parse_iso(at) - now).total_seconds()))
+        return min(waits)
 
     def close(self) -> None:
         """Stop handing out work: passes end once the sends in flight are done."""
@@ -116,6 +136,7 @@ class Delivery(Courier):
         async def worker() -> None:
             while (chat_id := await next_chat()) is not None:
                 try:
+                    await self.store.users.after_users(self.users_first)
                     await self._deliver_chat(chat_id, self.clock(), charts)
                 except Exception as exc:  # a bug or a store error: log it, keep going
                     log.exception("delivery to chat %s failed; retrying it later", chat_id)

@@ -44,6 +44,15 @@ class DigestQueries(Database):
         )
         return [r["chat_id"] for r in found]
 
+    async def next_digest_time(self, after: str) -> str | None:
+        """The earliest digest time after ``after`` of any active, unpaused digest chat (one
+        step into the index), None when there is none."""
+        return await self._value(
+            "SELECT min(next_digest_at) FROM chats WHERE mode IN ('daily', 'weekly')"
+            " AND active = 1 AND paused = 0 AND next_digest_at > ?",
+            (after,),
+        )
+
     async def instant_chats_due(self, *, limit: int) -> list[int]:
         """Active, unpaused instant chats a round marked as owed alerts (``alerts_due``), the
         longest marked first (the partial index's few entries, not every chat)."""
