@@ -91,15 +91,21 @@ def read_only_uri(path: str | Path) -> str:
     return f"{Path(path).resolve().as_uri()}?mode=ro"
 
 
-async def _connect(target: str, *, uri: bool = False) -> aiosqlite.Connection:
+# SQLite's page cache per connection, in KiB. The writer's absorbs a round's inserts into the
+# match indexes; a reader serves one query at a time, the rest coming from the operating
+# system's file cache. At 32 MB each (the old figure) the four caches filled on a big store:
+# bench/bench_memory.py --ratings 50 measured 86 MB of the bot's +201 MB there.
+WRITER_CACHE_KB = 16_000
+READER_CACHE_KB = 4_000
+
+
+async def _connect(target: str, *, uri: bool = False, cache_kb: int) -> aiosqlite.Connection:
     conn = await aiosqlite.connect(target, isolation_level=None, uri=uri)
     conn.row_factory = aiosqlite.Row  # rows are read by column name
     try:
         await conn.execute("PRAGMA busy_timeout=10000")
         await conn.execute("PRAGMA foreign_keys=ON")
-        # 32 MB of page cache (default 2 MB): a round's bulk inserts into the match and outbox
-        # indexes stop thrashing it on a large store, and big counts stay in memory.
-        await conn.execute("PRAGMA cache_size=-32000")
+        await conn.execute(f"PRAGMA cache_size=-{int(cache_kb)}")
     except BaseException:
         await conn.close()
         raise
@@ -160,7 +166,7 @@ class Database:
         it meanwhile."""
         in_use = None if str(path) == ":memory:" else await lock.hold_shared(path)
         try:
-            writer = await _connect(str(path))
+            writer = await _connect(str(path), cache_kb=WRITER_CACHE_KB)
         except BaseException:
             lock.release(in_use)
             raise
@@ -175,7 +181,7 @@ class Database:
             if store.file_backed():  # an in-memory database has no second connection
                 target = read_only_uri(path)
                 for _ in range(readers):
-                    opened.append(await _connect(target, uri=True))
+                    opened.append(await _connect(target, uri=True, cache_kb=READER_CACHE_KB))
             store._readers = ReaderPool(opened, RESERVED)
         except BaseException:
             # Not a database, or a failed migration: close, or aiosqlite's (non-daemon) worker
