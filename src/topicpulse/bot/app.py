@@ -171,11 +171,7 @@ class Pipeline:
     async def delivery_worker(self) -> None:
         while not self.delivery.closed:
             # Sleep until woken, the next tick, a deferred chat (429, retry) or a digest falls due.
-            try:
-                timeout = await self.delivery.next_wake(DELIVERY_TICK)
-            except Exception:  # (the store busy or closing: the tick will do)
-                log.exception("could not read the next digest time")
-                timeout = DELIVERY_TICK
+            timeout = await self.delivery.next_wake(DELIVERY_TICK)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=timeout)
             self.wake.clear()

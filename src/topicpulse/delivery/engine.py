@@ -87,7 +87,11 @@ class Delivery(Courier):
         if due is not None:
             waits.append(due)
         now = self.clock()
-        at = await self.store.next_digest_time(iso(now))
+        try:
+            at = await self.store.next_digest_time(iso(now))
+        except Exception:  # (the store busy or closing: the tick will do)
+            log.exception("could not read the next digest time")
+            at = None
         if at is not None:
             waits.append(max(0.0, (parse_iso(at) - now).total_seconds()))
         return min(waits)
