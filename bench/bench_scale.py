@@ -400,7 +400,8 @@ class Simulation:
 
     # ------------------------------------------------------------------ the bot's loops
     async def delivery_worker(self) -> None:
-        """``Pipeline.delivery_worker``: a pass when woken, every tick, or when due."""
+        """``Pipeline.delivery_worker``: a pass when woken, every tick, or when a deferred chat
+        or the next digest falls due (``Delivery.next_wake``)."""
         while not self.delivery.closed:
             timeout = await self.delivery.next_wake(self.cfg.tick)
             with contextlib.suppress(TimeoutError):

@@ -9,6 +9,10 @@ back again, so under a steady stream of reads one waiter can starve for seconds 
 bench/bench_replies.py while a round's alerts were delivered: a chat's first read waited up to
 10 s, and a user's /list 3.1 s). Some connections are *reserved* for users: background reads
 never take them, so a user never waits behind more than the reads already running.
+
+``UsersFirst`` extends the rule past reads: while a command is being answered, the delivery
+workers start no new chat (for at most a moment), so a reply at the peak of a digest burst
+shares the process only with the sends already under way.
 """
 
 from __future__ import annotations
