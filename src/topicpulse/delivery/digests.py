@@ -25,6 +25,7 @@ from topicpulse.delivery.messages import (
 from topicpulse.insight import taste as taste_model
 from topicpulse.models import Chat, Topic, iso
 from topicpulse.store import Store
+from topicpulse.store.digests import ChatMatches
 
 DIGEST_MESSAGES = 2  # a longer digest is one message: counts, the best papers, /latest buttons
 
@@ -46,6 +47,14 @@ class Digest:
     through: int  # the watermark after it
     next_at: str | None  # the next digest time after it
     messages: list[Outgoing] = field(default_factory=list)
+    read: ChatMatches | None = None  # what it was assembled from (its topics, threads, taste)
+
+    def taste(self) -> tuple[taste_model.Taste | None, bool]:
+        """The chat's taste as read with the digest's papers (and whether it holds back)."""
+        return taste_model.from_row(self.read.taste if self.read else None)
+
+    def threads(self) -> dict[int, int | None] | None:
+        return self.read.threads if self.read else None
 
 
 @dataclass(slots=True)
@@ -60,31 +69,28 @@ class Settles:
 
 async def digest_papers(store: Store, chat: Chat, now: datetime) -> Digest:
     """The papers of the chat's digest due at ``now``, oldest first: its topics' matches since
-    its watermark, up to what the rounds have fanned out, and its pending paper rows."""
-    through = await store.fanned_out_through()
-    due = next_digest_at(chat, now)
-    digest = Digest(chat, [], max(through, chat.digest_through), iso(due) if due else None)
-    topics = {s.topic.id: s.topic for s in await store.subscriptions(chat.chat_id)}
-    matches = await store.digest_matches(
+    its watermark, up to what the rounds have fanned out, and its pending paper rows (read in
+    one trip to the store, ``Store.chat_matches``)."""
+    read = await store.chat_matches(
         chat.chat_id,
         after=chat.digest_through,
-        through=through,
         published_since=chat.alerts_since
         if chat.mode == "instant" and chat.alerts_since
         else published_since(chat.mode, now),
     )
-    pending = await store.pending_for_chat(chat.chat_id, limit=1_000_000, kind="paper")
-    rows = {i.paper_id: i.id for i in pending if i.paper_id is not None}
-    tags = await store.chat_topics_for_papers(chat.chat_id, list(rows))
+    due = next_digest_at(chat, now)
+    digest = Digest(chat, [], max(read.through, chat.digest_through), iso(due) if due else None)
+    digest.read = read
+    rows = {i.paper_id: i.id for i in read.pending if i.paper_id is not None}
     found = {p.id: p for p in await store.papers_by_ids(list(rows))}
     papers = [
-        DigestPaper(pid, found[pid].published, tags.get(pid, []), rows[pid])
+        DigestPaper(pid, found[pid].published, read.pending_tags.get(pid, []), rows[pid])
         for pid in rows
         if pid in found
     ]
     papers += [
-        DigestPaper(pid, published, [topics[t] for t in ids if t in topics])
-        for pid, (published, ids) in matches.items()
+        DigestPaper(pid, published, [read.topics[t] for t in ids if t in read.topics])
+        for pid, (published, ids) in read.matches.items()
         if pid not in rows
     ]
     digest.papers = sorted(papers, key=lambda p: p.paper_id)
@@ -99,9 +105,9 @@ async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
     digest = await digest_papers(store, chat, now)
     if not digest.papers:
         return digest
-    packed = await _pack(store, chat, digest.papers[:FOLD_PROBE])
+    packed = await _pack(store, digest, digest.papers[:FOLD_PROBE])
     if len(packed) <= DIGEST_MESSAGES and len(digest.papers) > FOLD_PROBE:
-        packed = await _pack(store, chat, digest.papers)  # (packing more never takes fewer)
+        packed = await _pack(store, digest, digest.papers)  # (packing more never takes fewer)
     if len(packed) > DIGEST_MESSAGES:
         digest.messages = [await catch_up(store, digest)]
         return digest
@@ -132,11 +138,16 @@ def packed_messages(digest: Digest, packed: Packed) -> list[Outgoing]:
 
 
 async def by_thread(
-    store: Store, chat_id: int, alerts: list[formatting.Alert]
+    store: Store,
+    chat_id: int,
+    alerts: list[formatting.Alert],
+    threads: dict[int, int | None] | None = None,
 ) -> dict[int | None, list[formatting.Alert]]:
     """The alerts by forum thread: each paper goes to the topic its first-followed matching
-    topic was followed from (None: General, or not a forum)."""
-    threads = await store.subscription_threads(chat_id)
+    topic was followed from (None: General, or not a forum). ``threads``: the chat's topics'
+    threads, when already read."""
+    if threads is None:
+        threads = await store.subscription_threads(chat_id)
     grouped: dict[int | None, list[formatting.Alert]] = {}
     for alert in alerts:
         thread = threads.get(alert.topics[0].id) if alert.topics else None
@@ -144,11 +155,13 @@ async def by_thread(
     return grouped
 
 
-async def _pack(store: Store, chat: Chat, papers: list[DigestPaper]) -> Packed:
+async def _pack(store: Store, digest: Digest, papers: list[DigestPaper]) -> Packed:
     """The papers packed as digest messages, in the reader's order."""
+    chat = digest.chat
     alerts = await alerts_of(store, papers)
-    _, scores = await tastes.reader_order(store, chat.chat_id, [a.paper for a in alerts])
-    grouped = await by_thread(store, chat.chat_id, alerts)
+    taste, _ = digest.taste()
+    _, scores = await tastes.in_order(store, taste, [a.paper for a in alerts])
+    grouped = await by_thread(store, chat.chat_id, alerts, digest.threads())
     return [
         (thread, text, ids)
         for thread, group in grouped.items()
@@ -199,7 +212,7 @@ async def catch_up(store: Store, digest: Digest) -> Outgoing:
             named.setdefault(topic.id, topic)
     order = {tid: n for n, tid in enumerate(named)}  # first followed first among equals
     ranked = sorted(counts, key=lambda tid: (-counts[tid], order[tid]))
-    taste, _ = await taste_model.load(store, digest.chat.chat_id)
+    taste, _ = digest.taste() if digest.read else await taste_model.load(store, digest.chat.chat_id)
     best = sorted(papers, key=lambda p: (len(p.topics), p.published, p.paper_id), reverse=True)
     best = best[: CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST]
     found = {p.id: p for p in await store.papers_by_ids([p.paper_id for p in best])}
@@ -213,6 +226,7 @@ async def catch_up(store: Store, digest: Digest) -> Outgoing:
         ],
         taste=taste,
         period=None if digest.chat.mode == "instant" else digest.chat.mode,
+        threads=digest.threads(),
     )
     message = outgoing(digest, papers, text, last=True)
     message.folded = True

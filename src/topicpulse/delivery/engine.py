@@ -167,31 +167,21 @@ class Delivery(Courier):
         """Chats with something to send: spike alerts first, then instant alerts and digests
         taken in turn (neither waits for the other's burst), digests longest due first and
         never before their time (``now``: when the pass reads them, not when it began)."""
-        instant = list(
-            dict.fromkeys(
-                [
-                    *await self.store.chats_with_pending(modes=("instant",), limit=limit),
-                    *await self.store.instant_chats_due(limit=limit),
-                ]
-            )
-        )
-        spikes = await self.store.chats_with_pending(
-            modes=("daily", "weekly"), kind="spike", limit=limit
-        )
-        digests = await self.store.digest_chats_due(iso(now), limit=limit)
-        weeks = await self.store.weekly_chats_due(iso(now), limit=limit)
+        due = await self.store.chats_due(iso(now), limit=limit)
+        instant = list(dict.fromkeys([*due.instant_pending, *due.instant_marked]))
+        spikes, digests, weeks = due.spikes, due.digests, due.weekly
         self._weekly.update(weeks)
         turns = [c for pair in zip_longest(instant, digests) for c in pair if c is not None]
         return list(dict.fromkeys([*spikes, *turns, *weeks]))
 
     async def _deliver_chat(self, chat_id: int, now: datetime, charts: _Charts) -> None:
-        chat = await self.store.chat(chat_id)
+        chat, pending_spikes = await self.store.chat_to_deliver(chat_id, spikes=BATCH)
         if chat is None or not chat.active or chat.paused:
             return
         if chat.topic_closed_at is not None:  # (known closed before a restart)
             self._closed.setdefault(chat_id, 0)
         # Spike alerts first, in every mode: never held behind a backlog of papers.
-        spikes = await self._spikes(chat_id, charts)
+        spikes = await self._spikes(chat_id, pending_spikes, charts)
         if spikes:
             if not await self._send_all(spikes):
                 return
@@ -235,9 +225,11 @@ class Delivery(Courier):
             self.stats.folded += 1
         await self._send_all(digest.messages)
 
-    async def _spikes(self, chat_id: int, charts: _Charts) -> list[Outgoing]:
+    async def _spikes(
+        self, chat_id: int, pending: list[OutboxItem], charts: _Charts
+    ) -> list[Outgoing]:
         messages: list[Outgoing] = []
-        for item in await self.store.pending_for_chat(chat_id, limit=BATCH, kind="spike"):
+        for item in pending:
             message = await self._spike(chat_id, item, charts)
             if message is None:
                 await self.store.drop_outbox([item.id], "episode or topic no longer exists")

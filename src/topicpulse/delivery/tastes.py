@@ -104,6 +104,13 @@ async def reader_order(
     """``papers`` in the chat's order (best first) and each one's score; unchanged, and no
     scores, for a chat without a taste (it costs one indexed read)."""
     taste, _ = await tastes.load(store, chat_id)
+    return await in_order(store, taste, papers)
+
+
+async def in_order(
+    store: Store, taste: tastes.Taste | None, papers: Sequence[StoredPaper]
+) -> tuple[list[StoredPaper], dict[int, float]]:
+    """``reader_order`` with the chat's taste already loaded."""
     if taste is None or not papers:
         return list(papers), {}
     ranked = await tastes.scored(store, taste, papers)

@@ -29,7 +29,7 @@ from topicpulse import offload
 from topicpulse.insight import features, fitting
 from topicpulse.insight.similarity import HasText, Vector, is_content_word
 from topicpulse.models import StoredPaper, iso, parse_iso
-from topicpulse.store import PaperText, Rating, Store
+from topicpulse.store import PaperText, Rating, Store, TasteRow
 from topicpulse.topics.query import tokenize
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,11 @@ def learn_apart(path: str, chat_ids: Sequence[int], now: str) -> int:
 async def load(store: Store, chat_id: int) -> tuple[Taste | None, bool]:
     """The chat's saved taste (None: it never rated, or has no like yet), and whether
     holding back is on."""
-    row = await store.taste(chat_id)
+    return from_row(await store.taste(chat_id))
+
+
+def from_row(row: TasteRow | None) -> tuple[Taste | None, bool]:
+    """``load`` from a taste row already read (``Store.chat_matches`` reads it)."""
     if row is None:
         return None, True
     return (Taste.from_json(row.model) if row.model else None), row.hold_back

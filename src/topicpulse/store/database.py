@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
@@ -31,6 +31,8 @@ from topicpulse.store.cache import ReadCache
 from topicpulse.store.readers import ReaderPool, UsersFirst
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 READERS = 3  # read-only connections: a slow read (a big momentum count) never blocks a reply
 RESERVED = 1  # … of which this many serve only interactive reads (replies to users)
@@ -103,13 +105,34 @@ async def _connect(target: str, *, uri: bool = False, cache_kb: int) -> aiosqlit
     conn = await aiosqlite.connect(target, isolation_level=None, uri=uri)
     conn.row_factory = aiosqlite.Row  # rows are read by column name
     try:
-        await conn.execute("PRAGMA busy_timeout=10000")
-        await conn.execute("PRAGMA foreign_keys=ON")
-        await conn.execute(f"PRAGMA cache_size=-{int(cache_kb)}")
+        await conn.execute_fetchall("PRAGMA busy_timeout=10000")
+        await conn.execute_fetchall("PRAGMA foreign_keys=ON")
+        await conn.execute_fetchall(f"PRAGMA cache_size=-{int(cache_kb)}")
     except BaseException:
         await conn.close()
         raise
     return conn
+
+
+def _in_read_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    if conn.in_transaction:  # (an in-memory store reads on its writer, maybe inside a write)
+        return work(conn)
+    conn.execute("BEGIN")
+    try:
+        return work(conn)
+    finally:
+        conn.execute("COMMIT")
+
+
+def _in_write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(conn)
+        conn.execute("COMMIT")
+    finally:
+        if conn.in_transaction:  # failed in ``work`` or in COMMIT
+            conn.execute("ROLLBACK")
+    return result
 
 
 class Database:
@@ -172,8 +195,8 @@ class Database:
             raise
         opened: list[aiosqlite.Connection] = []
         try:
-            await writer.execute("PRAGMA journal_mode=WAL")
-            await writer.execute("PRAGMA synchronous=NORMAL")
+            await writer.execute_fetchall("PRAGMA journal_mode=WAL")
+            await writer.execute_fetchall("PRAGMA synchronous=NORMAL")
             store = cls(writer, [], str(path))
             store.clock = clock
             if migrate:
@@ -240,6 +263,22 @@ class Database:
             yield loan.conn
         finally:
             self._readers.give_back(loan)
+
+    async def _trip(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` run on a read-only connection's own thread, in one trip, inside one read
+        transaction (its statements see one state). A delivery reads half a dozen things per
+        chat: as separate reads that is a hand-off to a thread and back for each, which at a
+        hundred thousand chats cost more than the queries (bench/bench_scale.py). ``work``
+        runs SQL and builds rows into values; it never touches the event loop."""
+        async with self._read() as conn:
+            return await conn._execute(_in_read_transaction, conn._conn, work)  # (its thread)
+
+    async def _write_trip(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """One write transaction in one trip to the writer's thread (``BEGIN IMMEDIATE``,
+        ``work``, ``COMMIT``; rolled back there on any error). Cancelling the caller cannot
+        leave it half done: the thread finishes it, committed or rolled back."""
+        async with self._write_lock:
+            return await self._conn._execute(_in_write_transaction, self._conn._conn, work)
 
     # A read is one trip to the reader's thread (execute and fetch together): while a round
     # keeps other threads busy, every trip back to the event loop waits for the GIL.
@@ -319,5 +358,7 @@ class Database:
         """Fold the write-ahead log back into the database file and let SQLite refresh its
         query-planner statistics (part of the daily maintenance)."""
         async with self._write_lock:
-            await self._conn.execute("PRAGMA optimize")
-            await self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # (each statement read to its end: a checkpoint's unread row would stay a
+            # statement in progress on the writer, and no later COMMIT could pass it)
+            await self._conn.execute_fetchall("PRAGMA optimize")
+            await self._conn.execute_fetchall("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -21,14 +21,54 @@ across restarts and versions:
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import aiosqlite
 
-from topicpulse.models import Chat
+from topicpulse.models import Chat, OutboxItem, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
-from topicpulse.store.outbox import mark_rows_sent
+from topicpulse.store.outbox import MARK_SENT, chat_topics, pending_chats_sql, pending_rows
+from topicpulse.store.ratings import WEEKLY_DUE, TasteRow, taste_row
+
+DIGESTS_DUE = (
+    "SELECT chat_id FROM chats WHERE mode IN ('daily', 'weekly') AND active = 1"
+    " AND paused = 0 AND next_digest_at <= ? ORDER BY next_digest_at, chat_id LIMIT ?"
+)
+INSTANT_DUE = (
+    "SELECT chat_id FROM chats INDEXED BY chats_alerts_due WHERE alerts_due IS NOT NULL"
+    " AND mode = 'instant' AND active = 1 AND paused = 0"
+    " ORDER BY alerts_due, chat_id LIMIT ?"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatsDue:
+    """The chats a delivery pass finds due (``DigestQueries.chats_due``), each list in the
+    order its kind is served."""
+
+    instant_pending: list[int]  # instant chats with pending rows
+    instant_marked: list[int]  # instant chats a round marked as owed alerts
+    spikes: list[int]  # digest chats with a spike alert pending (spikes never wait)
+    digests: list[int]  # digest chats at or past their digest time
+    weekly: list[int]  # chats whose weekly /foryou is due
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMatches:
+    """What a chat's digest or alert is assembled from (``DigestQueries.chat_matches``)."""
+
+    through: int  # what the rounds have fanned out: the watermark after this digest
+    topics: dict[int, Topic]  # the chat's followed topics as it sees them, in follow order
+    threads: dict[int, int | None]  # topic id → the forum topic its alerts go to
+    matches: dict[int, tuple[str, list[int]]]  # paper id → (published, the chat's topic ids)
+    pending: list[OutboxItem]  # paper rows still pending for the chat
+    pending_tags: dict[int, list[Topic]]  # their papers' tags among the chat's topics
+    taste: TasteRow | None
 
 
 class DigestQueries(Database):
@@ -37,12 +77,7 @@ class DigestQueries(Database):
     async def digest_chats_due(self, due_before: str, *, limit: int) -> list[int]:
         """Active, unpaused digest chats whose digest time is at or before ``due_before``,
         the longest due first (an index range, not a scan of every chat)."""
-        found = await self._rows(
-            "SELECT chat_id FROM chats WHERE mode IN ('daily', 'weekly') AND active = 1"
-            " AND paused = 0 AND next_digest_at <= ? ORDER BY next_digest_at, chat_id LIMIT ?",
-            (due_before, limit),
-        )
-        return [r["chat_id"] for r in found]
+        return [r["chat_id"] for r in await self._rows(DIGESTS_DUE, (due_before, limit))]
 
     async def next_digest_time(self, after: str) -> str | None:
         """The earliest digest time after ``after`` of any active, unpaused digest chat (one
@@ -56,13 +91,40 @@ class DigestQueries(Database):
     async def instant_chats_due(self, *, limit: int) -> list[int]:
         """Active, unpaused instant chats a round marked as owed alerts (``alerts_due``), the
         longest marked first (the partial index's few entries, not every chat)."""
-        found = await self._rows(
-            "SELECT chat_id FROM chats INDEXED BY chats_alerts_due WHERE alerts_due IS NOT NULL"
-            " AND mode = 'instant' AND active = 1 AND paused = 0"
-            " ORDER BY alerts_due, chat_id LIMIT ?",
-            (limit,),
-        )
-        return [r["chat_id"] for r in found]
+        return [r["chat_id"] for r in await self._rows(INSTANT_DUE, (limit,))]
+
+    async def chats_due(self, due_before: str, *, limit: int) -> ChatsDue:
+        """Every kind of chat a delivery pass looks for, in one trip to a reader (a pass with
+        nothing to do, every few seconds, costs one)."""
+
+        def read(conn: sqlite3.Connection) -> ChatsDue:
+            def ids(sql: str, args: Sequence[Any]) -> list[int]:
+                return [r["chat_id"] for r in conn.execute(sql, args)]
+
+            return ChatsDue(
+                instant_pending=ids(*pending_chats_sql(("instant",), None, None, limit)),
+                instant_marked=ids(INSTANT_DUE, (limit,)),
+                spikes=ids(*pending_chats_sql(("daily", "weekly"), "spike", None, limit)),
+                digests=ids(DIGESTS_DUE, (due_before, limit)),
+                weekly=ids(WEEKLY_DUE, (due_before, limit)),
+            )
+
+        return await self._trip(read)
+
+    async def chat_to_deliver(
+        self, chat_id: int, *, spikes: int
+    ) -> tuple[Chat | None, list[OutboxItem]]:
+        """The chat's row and its pending spike alerts (at most ``spikes``), in one trip."""
+
+        def read(conn: sqlite3.Connection) -> tuple[Chat | None, list[OutboxItem]]:
+            found = conn.execute(
+                f"SELECT {rows.CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
+            ).fetchone()
+            if found is None:
+                return None, []
+            return rows.chat(found), pending_rows(conn, chat_id, spikes, "spike")
+
+        return await self._trip(read)
 
     async def count_instant_due(self) -> int:
         """How many instant chats a round marked still wait for their alerts."""
@@ -77,25 +139,46 @@ class DigestQueries(Database):
         self, chat_id: int, *, after: int, through: int, published_since: str
     ) -> dict[int, tuple[str, list[int]]]:
         """Paper id → (its ``published``, ids of the chat's topics that match it, in the order
-        it followed them),
-        for papers stored after ``after`` (and after the follow) up to ``through``, first
-        announced at or after ``published_since``, that have no outbox row for the chat — each
-        topic as the chat sees it (without the papers it left out of it, ``rows.in_view``)."""
-        found = await self._rows(
-            "SELECT tp.paper_id, p.published, s.topic_id FROM subscriptions s"
-            " JOIN topic_papers tp ON tp.topic_id = s.topic_id"
-            " AND tp.paper_id > max(s.after_paper_id, ?) AND tp.paper_id <= ?"
-            " JOIN papers p ON p.id = tp.paper_id"
-            " WHERE s.chat_id = ? AND p.announced >= ? AND NOT EXISTS (SELECT 1 FROM outbox o"
-            " WHERE o.chat_id = s.chat_id AND o.kind = 'paper' AND o.paper_id = tp.paper_id)"
-            f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}"
-            " ORDER BY tp.paper_id, s.created_at, s.topic_id",
-            (after, through, chat_id, published_since),
+        it followed them), for papers stored after ``after`` (and after the follow) up to
+        ``through``, first announced at or after ``published_since``, that have no outbox row
+        for the chat — each topic as the chat sees it (without the papers it left out of it,
+        ``rows.in_view``)."""
+        return await self._trip(
+            lambda conn: matches_since(conn, chat_id, after, through, published_since)
         )
-        matches: dict[int, tuple[str, list[int]]] = {}
-        for row in found:
-            matches.setdefault(row["paper_id"], (row["published"], []))[1].append(row["topic_id"])
-        return matches
+
+    async def chat_matches(self, chat_id: int, *, after: int, published_since: str) -> ChatMatches:
+        """What a chat's digest or alert is assembled from, in one trip to a reader (one state
+        of the store): its topics and their forum threads, its matches since ``after`` up to
+        what the rounds have fanned out (``digest_matches``), its pending paper rows and their
+        tags, and its taste."""
+
+        def read(conn: sqlite3.Connection) -> ChatMatches:
+            through = int(conn.execute(f"SELECT {rows.FANNED_OUT}").fetchone()[0])
+            topics: dict[int, Topic] = {}
+            threads: dict[int, int | None] = {}
+            for row in conn.execute(
+                f"SELECT s.thread_id, {rows.CHAT_TOPIC_COLUMNS}"
+                " FROM subscriptions s JOIN topics t ON t.id = s.topic_id"
+                " WHERE s.chat_id = ? ORDER BY s.created_at, t.name COLLATE NOCASE",
+                (chat_id,),
+            ):
+                topic = rows.topic(row)
+                topics[topic.id] = topic
+                threads[topic.id] = row["thread_id"]
+            pending = pending_rows(conn, chat_id, 1_000_000, "paper")
+            ids = [p.paper_id for p in pending if p.paper_id is not None]
+            return ChatMatches(
+                through=through,
+                topics=topics,
+                threads=threads,
+                matches=matches_since(conn, chat_id, after, through, published_since),
+                pending=pending,
+                pending_tags=chat_topics(conn, chat_id, ids) if ids else {},
+                taste=taste_row(conn, chat_id),
+            )
+
+        return await self._trip(read)
 
     async def settle_digest(
         self,
@@ -112,23 +195,25 @@ class DigestQueries(Database):
         the next digest time is set — unless the schedule changed since ``chat`` was read (then
         the command that changed it set its own)."""
         now = self._now()
-        async with self._write() as conn:
-            await mark_rows_sent(conn, outbox_ids, now)
+
+        def settle(conn: sqlite3.Connection) -> None:
+            if outbox_ids:  # (one statement for any number of rows: ``mark_rows_sent``)
+                conn.execute(MARK_SENT, (now, json.dumps(list(outbox_ids))))
             if through is None:
-                await conn.executemany(
+                conn.executemany(
                     "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at, state,"
                     " attempts, sent_at) VALUES (?, 'paper', ?, ?, 'sent', 1, ?)",
                     [(chat.chat_id, pid, now, now) for pid in paper_ids],
                 )
                 return
-            await conn.execute(
+            conn.execute(
                 "UPDATE chats SET digest_through = max(digest_through, ?),"
                 " alerts_since = CASE WHEN alerts_due <= ? THEN NULL ELSE alerts_since END,"
                 " alerts_due = CASE WHEN alerts_due <= ? THEN NULL ELSE alerts_due END"
                 " WHERE chat_id = ?",
                 (through, through, through, chat.chat_id),
             )
-            await conn.execute(
+            conn.execute(
                 "UPDATE chats SET next_digest_at = ?, updated_at = ? WHERE chat_id = ?"
                 " AND mode = ? AND digest_time = ? AND digest_weekday = ? AND timezone = ?"
                 " AND next_digest_at IS ?",
@@ -143,6 +228,8 @@ class DigestQueries(Database):
                     chat.next_digest_at,
                 ),
             )
+
+        await self._write_trip(settle)  # (one trip to the writer: a message settles per send)
 
     async def materialise_digest(self, chat_id: int, *, published_since: str) -> int:
         """A digest chat turns instant: what its next digest would have held becomes pending
@@ -199,3 +286,24 @@ async def owed_alerts_as_rows(conn: aiosqlite.Connection, chat_id: int, now: str
     await conn.execute(
         "UPDATE chats SET alerts_due = NULL, alerts_since = NULL WHERE chat_id = ?", (chat_id,)
     )
+
+
+def matches_since(
+    conn: sqlite3.Connection, chat_id: int, after: int, through: int, published_since: str
+) -> dict[int, tuple[str, list[int]]]:
+    """``digest_matches`` on the reader's thread (``Database._trip``)."""
+    found = conn.execute(
+        "SELECT tp.paper_id, p.published, s.topic_id FROM subscriptions s"
+        " JOIN topic_papers tp ON tp.topic_id = s.topic_id"
+        " AND tp.paper_id > max(s.after_paper_id, ?) AND tp.paper_id <= ?"
+        " JOIN papers p ON p.id = tp.paper_id"
+        " WHERE s.chat_id = ? AND p.announced >= ? AND NOT EXISTS (SELECT 1 FROM outbox o"
+        " WHERE o.chat_id = s.chat_id AND o.kind = 'paper' AND o.paper_id = tp.paper_id)"
+        f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}"
+        " ORDER BY tp.paper_id, s.created_at, s.topic_id",
+        (after, through, chat_id, published_since),
+    )
+    matches: dict[int, tuple[str, list[int]]] = {}
+    for row in found:
+        matches.setdefault(row["paper_id"], (row["published"], []))[1].append(row["topic_id"])
+    return matches

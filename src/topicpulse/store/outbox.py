@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,50 +35,14 @@ class OutboxQueries(Database):
         per chat, not a read of every pending row: after a round at 100,000 chats there are
         millions of rows, and a pass asks again for every few hundred chats it delivers);
         spike rows, few, from their own index."""
-        if kind not in (None, "spike"):
-            raise ValueError(f"pending chats by kind are read for spike rows only, not {kind!r}")
-        if kind is not None:  # (spike rows are few: read them all, from their own index)
-            sql = (
-                "SELECT o.chat_id FROM outbox o INDEXED BY outbox_spike_once"
-                " JOIN chats c ON c.chat_id = o.chat_id"
-                " WHERE o.kind = 'spike' AND o.state = 'pending' AND c.active = 1"
-                f" AND c.paused = 0 AND c.mode IN ({rows.marks(modes)})"
-            )
-        else:
-            sql = (
-                "WITH RECURSIVE pending (chat_id) AS ("
-                " SELECT (SELECT min(chat_id) FROM outbox WHERE state = 'pending')"
-                " UNION ALL SELECT (SELECT min(chat_id) FROM outbox"
-                " WHERE state = 'pending' AND chat_id > pending.chat_id)"
-                " FROM pending WHERE pending.chat_id IS NOT NULL)"
-                " SELECT c.chat_id FROM pending p JOIN chats c ON c.chat_id = p.chat_id"
-                f" WHERE c.active = 1 AND c.paused = 0 AND c.mode IN ({rows.marks(modes)})"
-            )
-        args: list[Any] = [*modes]
-        if due_before is not None:
-            sql += " AND c.next_digest_at IS NOT NULL AND c.next_digest_at <= ?"
-            args.append(due_before)
-        if kind is not None:
-            sql += " GROUP BY o.chat_id ORDER BY min(o.id) LIMIT ?"
-        else:
-            sql += (
-                " ORDER BY (SELECT min(o.id) FROM outbox o WHERE o.chat_id = c.chat_id"
-                " AND o.state = 'pending') LIMIT ?"
-            )
-        args.append(limit)
-        return [r["chat_id"] for r in await self._rows(sql, args)]
+        found = await self._rows(*pending_chats_sql(modes, kind, due_before, limit))
+        return [r["chat_id"] for r in found]
 
     async def pending_for_chat(
         self, chat_id: int, limit: int = 500, *, kind: str | None = None
     ) -> list[OutboxItem]:
         """The chat's pending rows (of ``kind`` if given), oldest first."""
-        kind_clause = " AND kind = ?" if kind else ""
-        found = await self._rows(
-            f"SELECT {rows.OUTBOX_COLUMNS} FROM outbox"
-            f" WHERE chat_id = ? AND state = 'pending'{kind_clause} ORDER BY id LIMIT ?",
-            (chat_id, *([kind] if kind else []), limit),
-        )
-        return [rows.outbox_item(r) for r in found]
+        return await self._trip(lambda conn: pending_rows(conn, chat_id, limit, kind))
 
     # ------------------------------------------------------------------ outcomes
 
@@ -164,18 +129,9 @@ class OutboxQueries(Database):
     ) -> dict[int, list[Topic]]:
         """For each paper, the topics this chat follows that match it (the alert's tags): as
         the chat sees them (``view``: not a topic it left the paper out of), or all of them."""
-        found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
-        seen = f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}" if view else ""
-        for chunk in rows.chunks(paper_ids):
-            for row in await self._rows(
-                f"SELECT tp.paper_id, {rows.CHAT_TOPIC_COLUMNS} FROM topic_papers tp"
-                " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = ?"
-                f" JOIN topics t ON t.id = tp.topic_id WHERE tp.paper_id IN ({rows.marks(chunk)})"
-                f"{seen} ORDER BY s.created_at",
-                (chat_id, *chunk),
-            ):
-                found[row["paper_id"]].append(rows.topic(row))
-        return found
+        if not paper_ids:
+            return {}
+        return await self._trip(lambda conn: chat_topics(conn, chat_id, paper_ids, view=view))
 
     async def outbox_counts(self) -> dict[str, int]:
         found = await self._rows("SELECT state, count(*) AS n FROM outbox GROUP BY state")
@@ -215,12 +171,83 @@ class OutboxQueries(Database):
                 return removed
 
 
+MARK_SENT = (
+    "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1"
+    " WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'"
+)
+
+
 async def mark_rows_sent(conn: aiosqlite.Connection, outbox_ids: Sequence[int], now: str) -> None:
     """Settle pending rows as sent (inside the caller's transaction): one statement for any
     number of rows (a JSON list; a catch-up settles thousands, 7× faster than executemany)."""
     if outbox_ids:
-        await conn.execute(
-            "UPDATE outbox SET state = 'sent', sent_at = ?, attempts = attempts + 1"
-            " WHERE id IN (SELECT value FROM json_each(?)) AND state = 'pending'",
-            (now, json.dumps(list(outbox_ids))),
+        await conn.execute(MARK_SENT, (now, json.dumps(list(outbox_ids))))
+
+
+def pending_rows(
+    conn: sqlite3.Connection, chat_id: int, limit: int, kind: str | None
+) -> list[OutboxItem]:
+    """``pending_for_chat`` on the reader's thread (``Database._trip``)."""
+    kind_clause = " AND kind = ?" if kind else ""
+    found = conn.execute(
+        f"SELECT {rows.OUTBOX_COLUMNS} FROM outbox"
+        f" WHERE chat_id = ? AND state = 'pending'{kind_clause} ORDER BY id LIMIT ?",
+        (chat_id, *([kind] if kind else []), limit),
+    )
+    return [rows.outbox_item(r) for r in found]
+
+
+def chat_topics(
+    conn: sqlite3.Connection, chat_id: int, paper_ids: Sequence[int], *, view: bool = True
+) -> dict[int, list[Topic]]:
+    """``chat_topics_for_papers`` on the reader's thread (``Database._trip``)."""
+    found: dict[int, list[Topic]] = {pid: [] for pid in paper_ids}
+    seen = f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}" if view else ""
+    for chunk in rows.chunks(paper_ids):
+        for row in conn.execute(
+            f"SELECT tp.paper_id, {rows.CHAT_TOPIC_COLUMNS} FROM topic_papers tp"
+            " JOIN subscriptions s ON s.topic_id = tp.topic_id AND s.chat_id = ?"
+            f" JOIN topics t ON t.id = tp.topic_id WHERE tp.paper_id IN ({rows.marks(chunk)})"
+            f"{seen} ORDER BY s.created_at",
+            (chat_id, *chunk),
+        ):
+            found[row["paper_id"]].append(rows.topic(row))
+    return found
+
+
+def pending_chats_sql(
+    modes: Sequence[str], kind: str | None, due_before: str | None, limit: int
+) -> tuple[str, list[Any]]:
+    """The query ``chats_with_pending`` runs, and its arguments."""
+    if kind not in (None, "spike"):
+        raise ValueError(f"pending chats by kind are read for spike rows only, not {kind!r}")
+    if kind is not None:  # (spike rows are few: read them all, from their own index)
+        sql = (
+            "SELECT o.chat_id FROM outbox o INDEXED BY outbox_spike_once"
+            " JOIN chats c ON c.chat_id = o.chat_id"
+            " WHERE o.kind = 'spike' AND o.state = 'pending' AND c.active = 1"
+            f" AND c.paused = 0 AND c.mode IN ({rows.marks(modes)})"
         )
+    else:
+        sql = (
+            "WITH RECURSIVE pending (chat_id) AS ("
+            " SELECT (SELECT min(chat_id) FROM outbox WHERE state = 'pending')"
+            " UNION ALL SELECT (SELECT min(chat_id) FROM outbox"
+            " WHERE state = 'pending' AND chat_id > pending.chat_id)"
+            " FROM pending WHERE pending.chat_id IS NOT NULL)"
+            " SELECT c.chat_id FROM pending p JOIN chats c ON c.chat_id = p.chat_id"
+            f" WHERE c.active = 1 AND c.paused = 0 AND c.mode IN ({rows.marks(modes)})"
+        )
+    args: list[Any] = [*modes]
+    if due_before is not None:
+        sql += " AND c.next_digest_at IS NOT NULL AND c.next_digest_at <= ?"
+        args.append(due_before)
+    if kind is not None:
+        sql += " GROUP BY o.chat_id ORDER BY min(o.id) LIMIT ?"
+    else:
+        sql += (
+            " ORDER BY (SELECT min(o.id) FROM outbox o WHERE o.chat_id = c.chat_id"
+            " AND o.state = 'pending') LIMIT ?"
+        )
+    args.append(limit)
+    return sql, args

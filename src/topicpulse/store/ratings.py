@@ -4,6 +4,7 @@ model trained from them, and the papers an alert held back (schema: 0014_ratings
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,11 @@ class TasteRow:
     weekly_next_at: str | None = None  # … and due then (UTC)
 
 
+WEEKLY_DUE = (
+    "SELECT t.chat_id FROM tastes t JOIN chats c ON c.chat_id = t.chat_id"
+    " WHERE t.weekly = 1 AND t.weekly_next_at <= ? AND c.active = 1 AND c.paused = 0"
+    " ORDER BY t.weekly_next_at, t.chat_id LIMIT ?"
+)
 _BUMP = (
     "INSERT INTO tastes (chat_id, changed) VALUES (?, 1)"
     " ON CONFLICT (chat_id) DO UPDATE SET changed = changed + 1"
@@ -316,10 +322,7 @@ class RatingQueries(Database):
 
     # ------------------------------------------------------------------ tastes
     async def taste(self, chat_id: int) -> TasteRow | None:
-        row = await self._row(
-            f"SELECT {rows.columns(TasteRow)} FROM tastes WHERE chat_id = ?", (chat_id,)
-        )
-        return rows.model(TasteRow, row, flags=("hold_back", "weekly")) if row else None
+        return await self._trip(lambda conn: taste_row(conn, chat_id))
 
     async def tastes_due(self, limit: int = 1000) -> list[int]:
         """Chats whose ratings changed since their model was trained."""
@@ -359,13 +362,7 @@ class RatingQueries(Database):
     async def weekly_chats_due(self, due_before: str, *, limit: int) -> list[int]:
         """Active, unpaused chats whose weekly /foryou is due at or before ``due_before``, the
         longest due first (an index range, not a scan of every chat)."""
-        found = await self._rows(
-            "SELECT t.chat_id FROM tastes t JOIN chats c ON c.chat_id = t.chat_id"
-            " WHERE t.weekly = 1 AND t.weekly_next_at <= ? AND c.active = 1 AND c.paused = 0"
-            " ORDER BY t.weekly_next_at, t.chat_id LIMIT ?",
-            (due_before, limit),
-        )
-        return [r["chat_id"] for r in found]
+        return [r["chat_id"] for r in await self._rows(WEEKLY_DUE, (due_before, limit))]
 
     async def settle_weekly(self, chat_id: int, *, due: str, next_at: str) -> bool:
         """The weekly /foryou due at ``due`` was sent (or had nothing to send): the next is
@@ -420,3 +417,11 @@ class RatingQueries(Database):
                 "UPDATE held_back SET shown_at = ? WHERE chat_id = ? AND paper_id = ?",
                 [(self._now(), chat_id, p) for p in paper_ids],
             )
+
+
+def taste_row(conn: sqlite3.Connection, chat_id: int) -> TasteRow | None:
+    """``taste`` on the reader's thread (``Database._trip``)."""
+    found = conn.execute(
+        f"SELECT {rows.columns(TasteRow)} FROM tastes WHERE chat_id = ?", (chat_id,)
+    ).fetchone()
+    return rows.model(TasteRow, found, flags=("hold_back", "weekly")) if found else None
