@@ -88,12 +88,20 @@ async def digest_papers(store: Store, chat: Chat, now: datetime) -> Digest:
         for pid in rows
         if pid in found
     ]
-    papers += [
-        DigestPaper(pid, published, [read.topics[t] for t in ids if t in read.topics])
-        for pid, (published, ids) in read.matches.items()
-        if pid not in rows
-    ]
-    digest.papers = sorted(papers, key=lambda p: p.paper_id)
+    # (a digest holds hundreds of papers on a few combinations of the chat's topics: each
+    # combination's list is made once and shared, read-only)
+    combinations: dict[tuple[int, ...], list[Topic]] = {}
+    for pid, (published, ids) in read.matches.items():
+        if pid in rows:
+            continue
+        key = tuple(ids)
+        topics = combinations.get(key)
+        if topics is None:
+            topics = combinations[key] = [read.topics[t] for t in ids if t in read.topics]
+        papers.append(DigestPaper(pid, published, topics))
+    if rows:  # (the matches come in paper order; pending rows go among them)
+        papers.sort(key=lambda p: p.paper_id)
+    digest.papers = papers
     return digest
 
 

@@ -22,6 +22,7 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from topicpulse import heap
 from topicpulse.models import iso, utcnow
 from topicpulse.store import Store
 
@@ -65,6 +66,7 @@ async def run_maintenance(store: Store, *, now: datetime | None = None) -> Prune
     runs = await store.prune_runs(iso(now - RUNS_HORIZON))
     shared = await store.prune_shared_queries(iso(now - SHARED_QUERY_HORIZON))
     await store.checkpoint()
+    heap.trim()  # (what the day freed, back to the system: see topicpulse.heap)
     after = await store.used_bytes()
     pruned = Pruned(outbox_rows, topics, matches, runs, shared, before, after)
     log.info(pruned.summary())
