@@ -135,22 +135,10 @@ class DigestQueries(Database):
             )
         )
 
-    async def digest_matches(
-        self, chat_id: int, *, after: int, through: int, published_since: str
-    ) -> dict[int, tuple[str, list[int]]]:
-        """Paper id → (its ``published``, ids of the chat's topics that match it, in the order
-        it followed them), for papers stored after ``after`` (and after the follow) up to
-        ``through``, first announced at or after ``published_since``, that have no outbox row
-        for the chat — each topic as the chat sees it (without the papers it left out of it,
-        ``rows.in_view``)."""
-        return await self._trip(
-            lambda conn: matches_since(conn, chat_id, after, through, published_since)
-        )
-
     async def chat_matches(self, chat_id: int, *, after: int, published_since: str) -> ChatMatches:
         """What a chat's digest or alert is assembled from, in one trip to a reader (one state
         of the store): its topics and their forum threads, its matches since ``after`` up to
-        what the rounds have fanned out (``digest_matches``), its pending paper rows and their
+        what the rounds have fanned out (``matches_since``), its pending paper rows and their
         tags, and its taste."""
 
         def read(conn: sqlite3.Connection) -> ChatMatches:
@@ -291,7 +279,11 @@ async def owed_alerts_as_rows(conn: aiosqlite.Connection, chat_id: int, now: str
 def matches_since(
     conn: sqlite3.Connection, chat_id: int, after: int, through: int, published_since: str
 ) -> dict[int, tuple[str, list[int]]]:
-    """``digest_matches`` on the reader's thread (``Database._trip``)."""
+    """Paper id → (its ``published``, ids of the chat's topics that match it, in the order it
+    followed them), for papers stored after ``after`` (and after the follow) up to
+    ``through``, first announced at or after ``published_since``, that have no outbox row for
+    the chat — each topic as the chat sees it (without the papers it left out of it,
+    ``rows.in_view``)."""
     found = conn.execute(
         "SELECT tp.paper_id, p.published, s.topic_id FROM subscriptions s"
         " JOIN topic_papers tp ON tp.topic_id = s.topic_id"
