@@ -31,10 +31,13 @@ async def owed(store: Store, chat_id: int, now: datetime | None = None) -> list[
 async def owed_total(store: Store, now: datetime | None = None) -> int:
     """Everything still to deliver: pending outbox rows (papers and spikes) and the papers the
     marked instant chats are owed from the matches."""
-    total = (await store.outbox_counts()).get("pending", 0)
+    # The marked chats first, the rows after: a failed alert turns what a chat is owed from
+    # the matches into pending rows in one transaction, which the other order could miss
+    # between its two reads (seen as a flaky "drained" under load).
+    total = 0
     for chat_id in await store.instant_chats_due(limit=10**9):
         chat = await store.chat(chat_id)
         if chat is not None:
             digest = await digest_papers(store, chat, now or utcnow())
             total += sum(p.outbox_id is None for p in digest.papers)
-    return total
+    return total + (await store.outbox_counts()).get("pending", 0)
