@@ -42,11 +42,10 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
     if (
         fold_after is not None
         and len(digest.papers) > FOLD_PROBE
-        and len(await _pack(store, chat_id, digest.papers[:FOLD_PROBE], digest.threads()))
-        > fold_after
+        and len(await _pack(store, digest, digest.papers[:FOLD_PROBE])) > fold_after
     ):
         return [await digests.catch_up(store, digest)]
-    rated = digest.read is None or digest.read.taste is not None  # (read with the papers)
+    rated = digest.read.taste is not None
     if rated:
         found = await store.papers_by_ids([p.paper_id for p in digest.papers])
         held = await tastes.to_hold_back(store, chat_id, found)
@@ -59,7 +58,7 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
             digest.papers = [p for p in digest.papers if p.paper_id not in held]
             if not digest.papers:
                 return []
-    packed = await _pack(store, chat_id, digest.papers, digest.threads())
+    packed = await _pack(store, digest, digest.papers)
     if fold_after is not None and len(packed) > fold_after:
         return [await digests.catch_up(store, digest)]
     messages = digests.packed_messages(digest, packed)
@@ -72,15 +71,10 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
     return messages
 
 
-async def _pack(
-    store: Store,
-    chat_id: int,
-    papers: list[DigestPaper],
-    threads: dict[int, int | None] | None = None,
-) -> digests.Packed:
+async def _pack(store: Store, digest: Digest, papers: list[DigestPaper]) -> digests.Packed:
     """The papers packed as alerts, newest first, each to its forum thread."""
     alerts = await digests.alerts_of(store, papers)
-    grouped = await digests.by_thread(store, chat_id, alerts, threads)
+    grouped = digests.by_thread(alerts, digest.read.threads)
     return [
         (thread, text, paper_ids)
         for thread, group in grouped.items()

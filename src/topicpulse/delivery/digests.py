@@ -43,18 +43,15 @@ class Digest:
     """What a digest due now holds, and where it leaves the chat."""
 
     chat: Chat
+    read: ChatMatches  # what it is assembled from (the chat's topics, threads, taste)
     papers: list[DigestPaper]
     through: int  # the watermark after it
     next_at: str | None  # the next digest time after it
     messages: list[Outgoing] = field(default_factory=list)
-    read: ChatMatches | None = None  # what it was assembled from (its topics, threads, taste)
 
     def taste(self) -> tuple[taste_model.Taste | None, bool]:
         """The chat's taste as read with the digest's papers (and whether it holds back)."""
-        return taste_model.from_row(self.read.taste if self.read else None)
-
-    def threads(self) -> dict[int, int | None] | None:
-        return self.read.threads if self.read else None
+        return taste_model.from_row(self.read.taste)
 
 
 @dataclass(slots=True)
@@ -79,8 +76,9 @@ async def digest_papers(store: Store, chat: Chat, now: datetime) -> Digest:
         else published_since(chat.mode, now),
     )
     due = next_digest_at(chat, now)
-    digest = Digest(chat, [], max(read.through, chat.digest_through), iso(due) if due else None)
-    digest.read = read
+    digest = Digest(
+        chat, read, [], max(read.through, chat.digest_through), iso(due) if due else None
+    )
     rows = {i.paper_id: i.id for i in read.pending if i.paper_id is not None}
     found = {p.id: p for p in await store.papers_by_ids(list(rows))}
     papers = [
@@ -145,17 +143,12 @@ def packed_messages(digest: Digest, packed: Packed) -> list[Outgoing]:
     return messages
 
 
-async def by_thread(
-    store: Store,
-    chat_id: int,
-    alerts: list[formatting.Alert],
-    threads: dict[int, int | None] | None = None,
+def by_thread(
+    alerts: list[formatting.Alert], threads: dict[int, int | None]
 ) -> dict[int | None, list[formatting.Alert]]:
     """The alerts by forum thread: each paper goes to the topic its first-followed matching
-    topic was followed from (None: General, or not a forum). ``threads``: the chat's topics'
-    threads, when already read."""
-    if threads is None:
-        threads = await store.subscription_threads(chat_id)
+    topic was followed from (``threads``: the chat's topics' forum topics; None: General, or
+    not a forum)."""
     grouped: dict[int | None, list[formatting.Alert]] = {}
     for alert in alerts:
         thread = threads.get(alert.topics[0].id) if alert.topics else None
@@ -169,7 +162,7 @@ async def _pack(store: Store, digest: Digest, papers: list[DigestPaper]) -> Pack
     alerts = await alerts_of(store, papers)
     taste, _ = digest.taste()
     _, scores = await tastes.in_order(store, taste, [a.paper for a in alerts])
-    grouped = await by_thread(store, chat.chat_id, alerts, digest.threads())
+    grouped = by_thread(alerts, digest.read.threads)
     return [
         (thread, text, ids)
         for thread, group in grouped.items()
@@ -220,13 +213,12 @@ async def catch_up(store: Store, digest: Digest) -> Outgoing:
             named.setdefault(topic.id, topic)
     order = {tid: n for n, tid in enumerate(named)}  # first followed first among equals
     ranked = sorted(counts, key=lambda tid: (-counts[tid], order[tid]))
-    taste, _ = digest.taste() if digest.read else await taste_model.load(store, digest.chat.chat_id)
+    taste, _ = digest.taste()
     best = sorted(papers, key=lambda p: (len(p.topics), p.published, p.paper_id), reverse=True)
     best = best[: CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST]
     found = {p.id: p for p in await store.papers_by_ids([p.paper_id for p in best])}
     text, rows, thread = await catch_up_view(
         store,
-        digest.chat.chat_id,
         total=len(papers),
         counts=[(named[tid], counts[tid]) for tid in ranked],
         candidates=[
@@ -234,7 +226,7 @@ async def catch_up(store: Store, digest: Digest) -> Outgoing:
         ],
         taste=taste,
         period=None if digest.chat.mode == "instant" else digest.chat.mode,
-        threads=digest.threads(),
+        threads=digest.read.threads,
     )
     message = outgoing(digest, papers, text, last=True)
     message.folded = True

@@ -75,20 +75,18 @@ def plain_text(html_text: str) -> str:
 
 async def catch_up_view(
     store: Store,
-    chat_id: int,
     *,
     total: int,
     counts: Sequence[tuple[Topic, int]],
     candidates: Sequence[formatting.Alert],
     taste: taste_model.Taste | None,
+    threads: dict[int, int | None],
     period: str | None = None,
-    threads: dict[int, int | None] | None = None,
 ) -> tuple[str, Buttons | None, int | None]:
     """A catch-up's text, buttons and forum thread: the best ``CATCH_UP_BEST`` of the
     candidates (best first already; with a taste, its best of them), each with 👍 / 👎, the
     topics' ``/latest`` buttons, and, in a forum, the topic of the chat's topic with the most
-    papers (``counts`` ranked, most first; ``threads``: the chat's topics' forum topics, when
-    already read)."""
+    papers (``counts`` ranked, most first; ``threads``: the chat's topics' forum topics)."""
     chosen = list(candidates)
     if taste:
         by_id = {a.paper.id: a for a in chosen}
@@ -101,9 +99,7 @@ async def catch_up_view(
     shown = [a.paper.id for n, a in enumerate(chosen, 1) if f'{n}. <a href="{a.paper.url}' in text]
     rows: Buttons = [buttons.rating_row(pid, number=n) for n, pid in enumerate(shown, 1)]
     rows += topic_buttons
-    if counts and threads is None:  # (not read with the papers)
-        threads = await store.subscription_threads(chat_id)
-    thread = threads.get(counts[0][0].id) if counts and threads else None
+    thread = threads.get(counts[0][0].id) if counts else None
     return text, rows or None, thread
 
 

@@ -21,7 +21,6 @@ across restarts and versions:
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -32,7 +31,7 @@ import aiosqlite
 from topicpulse.models import Chat, OutboxItem, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
-from topicpulse.store.outbox import MARK_SENT, chat_topics, pending_chats_sql, pending_rows
+from topicpulse.store.outbox import chat_topics, mark_sent, pending_chats_sql, pending_rows
 from topicpulse.store.ratings import WEEKLY_DUE, TasteRow, taste_row
 
 DIGESTS_DUE = (
@@ -185,8 +184,8 @@ class DigestQueries(Database):
         now = self._now()
 
         def settle(conn: sqlite3.Connection) -> None:
-            if outbox_ids:  # (one statement for any number of rows: ``mark_rows_sent``)
-                conn.execute(MARK_SENT, (now, json.dumps(list(outbox_ids))))
+            if outbox_ids:
+                conn.execute(*mark_sent(outbox_ids, now))
             if through is None:
                 conn.executemany(
                     "INSERT OR IGNORE INTO outbox (chat_id, kind, paper_id, created_at, state,"
