@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from telegram_html import validate_telegram_html
+from topicpulse.delivery import formatting
 from topicpulse.delivery.formatting import (
     MAX_CAPTION,
     MAX_MESSAGE,
@@ -21,6 +22,7 @@ from topicpulse.delivery.formatting import (
     digest_messages,
     momentum_line,
     momentum_text,
+    pack_digest,
     paper_block,
     paper_card,
     paper_list,
@@ -320,6 +322,31 @@ def test_large_digest_splits_and_counts_every_group() -> None:
         assert joined.count(f"<b>60 new in {topic.name.replace('&', '&amp;')}</b>") == 1
     for message in messages:  # a group heading is never left at the end of a message
         assert not message.rstrip().endswith("</b>"), message[-200:]
+
+
+@pytest.mark.parametrize("most", [1, 2, 3])
+def test_a_digest_asked_for_at_most_n_messages_stops_writing_at_the_overflow(most: int) -> None:
+    named = [_topic(n, f"Topic {n}") for n in range(1, 6)]
+    batch = [Alert(_paper(n, "t" * 250), [named[n % 5]]) for n in range(1, 301)]
+    whole = pack_digest(batch, period="daily")
+    assert len(whole) > most + 1
+    written: list[int] = []
+    real_line = formatting.digest_line
+
+    def counting(alert: Alert, number: int | None = None) -> str:
+        written.append(alert.paper.id)
+        return real_line(alert, number)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(formatting, "digest_line", counting)
+        short = pack_digest(batch, period="daily", most=most)
+    assert short[:most] == whole[:most]  # the same messages as far as they go
+    assert len(short) == most + 1  # … and one more, unfinished: it does not fit
+    kept = sum(len(ids) for _, ids in whole[:most])
+    assert len(written) == kept + 1  # no entry written past the first that overflows
+    assert pack_digest(batch[:3], period="daily", most=most) == pack_digest(
+        batch[:3], period="daily"
+    )  # what fits comes back whole
 
 
 @pytest.mark.parametrize("count", [0, 1, 25, 400])

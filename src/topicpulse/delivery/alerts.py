@@ -42,7 +42,8 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
     if (
         fold_after is not None
         and len(digest.papers) > FOLD_PROBE
-        and len(await _pack(store, digest, digest.papers[:FOLD_PROBE])) > fold_after
+        and len(await _pack(store, digest, digest.papers[:FOLD_PROBE], most=fold_after))
+        > fold_after
     ):
         return [await digests.catch_up(store, digest)]
     rated = digest.read.taste is not None
@@ -58,7 +59,7 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
             digest.papers = [p for p in digest.papers if p.paper_id not in held]
             if not digest.papers:
                 return []
-    packed = await _pack(store, digest, digest.papers)
+    packed = await _pack(store, digest, digest.papers, most=fold_after)
     if fold_after is not None and len(packed) > fold_after:
         return [await digests.catch_up(store, digest)]
     messages = digests.packed_messages(digest, packed)
@@ -71,12 +72,17 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
     return messages
 
 
-async def _pack(store: Store, digest: Digest, papers: list[DigestPaper]) -> digests.Packed:
-    """The papers packed as alerts, newest first, each to its forum thread."""
+async def _pack(
+    store: Store, digest: Digest, papers: list[DigestPaper], *, most: int | None
+) -> digests.Packed:
+    """The papers packed as alerts, newest first, each to its forum thread; with ``most``,
+    written only until they take more than that many messages."""
     alerts = await digests.alerts_of(store, papers)
-    grouped = digests.by_thread(alerts, digest.read.threads)
-    return [
-        (thread, text, paper_ids)
-        for thread, group in grouped.items()
-        for text, paper_ids in formatting.pack_alerts(group)
-    ]
+    packed: digests.Packed = []
+    for thread, group in digests.by_thread(alerts, digest.read.threads).items():
+        left = None if most is None else most - len(packed)
+        for text, paper_ids in formatting.pack_alerts(group, most=left):
+            packed.append((thread, text, paper_ids))
+        if most is not None and len(packed) > most:
+            break
+    return packed

@@ -111,9 +111,10 @@ async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
     digest = await digest_papers(store, chat, now)
     if not digest.papers:
         return digest
-    packed = await _pack(store, digest, digest.papers[:FOLD_PROBE])
+    # (packing more never takes fewer messages: a probe that overflows settles it)
+    packed = await _pack(store, digest, digest.papers[:FOLD_PROBE], most=DIGEST_MESSAGES)
     if len(packed) <= DIGEST_MESSAGES and len(digest.papers) > FOLD_PROBE:
-        packed = await _pack(store, digest, digest.papers)  # (packing more never takes fewer)
+        packed = await _pack(store, digest, digest.papers, most=DIGEST_MESSAGES)
     if len(packed) > DIGEST_MESSAGES:
         digest.messages = [await catch_up(store, digest)]
         return digest
@@ -156,18 +157,21 @@ def by_thread(
     return grouped
 
 
-async def _pack(store: Store, digest: Digest, papers: list[DigestPaper]) -> Packed:
-    """The papers packed as digest messages, in the reader's order."""
+async def _pack(store: Store, digest: Digest, papers: list[DigestPaper], *, most: int) -> Packed:
+    """The papers packed as digest messages, in the reader's order; written only until they
+    take more than ``most`` messages (then the answer is just longer than ``most``)."""
     chat = digest.chat
     alerts = await alerts_of(store, papers)
     taste, _ = digest.taste()
     _, scores = await tastes.in_order(store, taste, [a.paper for a in alerts])
-    grouped = by_thread(alerts, digest.read.threads)
-    return [
-        (thread, text, ids)
-        for thread, group in grouped.items()
-        for text, ids in formatting.pack_digest(group, period=chat.mode, scores=scores)
-    ]
+    packed: Packed = []
+    for thread, group in by_thread(alerts, digest.read.threads).items():
+        left = most - len(packed)
+        for text, ids in formatting.pack_digest(group, period=chat.mode, scores=scores, most=left):
+            packed.append((thread, text, ids))
+        if len(packed) > most:
+            break
+    return packed
 
 
 def outgoing(digest: Digest, parts: list[DigestPaper], text: str, *, last: bool) -> Outgoing:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from topicpulse.insight.ask import Answer
@@ -176,10 +176,14 @@ def pack_keyed(
     *,
     header: str = "",
     separator: str = "\n\n",
+    most: int | None = None,
 ) -> list[tuple[str, list[int]]]:
     """Like ``pack``, for blocks that carry a key (a paper id, several for a block of papers,
     or None for a heading): returns each message with the keys of the blocks it holds.
-    (Lengths are added up, not re-measured: a message is measured once per block.)"""
+    (Lengths are added up, not re-measured: a message is measured once per block.)
+    With ``most``, packing stops at the block that would open message ``most`` + 1, read no
+    further: the answer then has ``most`` + 1 entries, the last unfinished (for a caller that
+    only needs to know the blocks do not fit)."""
     messages: list[tuple[str, list[int]]] = []
     current, keys = header, []
     size, gap = tg_len(header), tg_len(separator)
@@ -187,6 +191,8 @@ def pack_keyed(
         length = tg_len(block)
         if current and size + gap + length > MAX_MESSAGE:
             messages.append((current, keys))
+            if most is not None and len(messages) >= most:
+                return [*messages, (block, [])]
             current, keys, size = "", [], 0
         if current:
             current, size = f"{current}{separator}{block}", size + gap + length
@@ -213,14 +219,15 @@ def _cut_lines(block: str, limit: int) -> str:
     return "\n".join(kept) + "\n…"
 
 
-def pack_alerts(alerts: Sequence[Alert]) -> list[tuple[str, list[int]]]:
+def pack_alerts(alerts: Sequence[Alert], *, most: int | None = None) -> list[tuple[str, list[int]]]:
     """Instant alerts: what one round found for a chat, in as few messages as fit, each with
-    the ids of the papers it carries."""
+    the ids of the papers it carries (with ``most``, written only until they fill more than
+    that many messages: ``pack_keyed``)."""
     if len(alerts) == 1:
         return pack_keyed([(paper_block(alerts[0]), alerts[0].paper.id)])
     header = f"🆕 <b>{plural(len(alerts), 'new paper')}</b>"
     numbered = ((paper_block(a, n), a.paper.id) for n, a in enumerate(alerts, start=1))
-    return pack_keyed(numbered, header=header)
+    return pack_keyed(numbered, header=header, most=most)
 
 
 def alert_messages(alerts: Sequence[Alert]) -> list[str]:
@@ -232,13 +239,18 @@ FOLD_LINES = 12  # … the rest, folded, in quotes of at most this many title li
 
 
 def pack_digest(
-    alerts: Sequence[Alert], *, period: str, scores: dict[int, float] | None = None
+    alerts: Sequence[Alert],
+    *,
+    period: str,
+    scores: dict[int, float] | None = None,
+    most: int | None = None,
 ) -> list[tuple[str, list[int]]]:
     """A daily/weekly digest grouped by topic ("12 new in RL for Language Models"); each paper
     once, under the first of the chat's topics that matched it, numbered (like its 👍 / 👎
     row: the papers' ids come back in number order). With the taste's ``scores``, each topic's
     papers are in the reader's order, the best ``DIGEST_SHOWN`` in full and the rest folded
-    behind "N more" (a collapsed quote of titles). Empty → no messages."""
+    behind "N more" (a collapsed quote of titles). Empty → no messages. With ``most``, the
+    entries are written only until they fill more than that many messages (``pack_keyed``)."""
     if not alerts:
         return []
     groups: dict[str, list[Alert]] = {}
@@ -248,7 +260,14 @@ def pack_digest(
     total = plural(len(alerts), "new paper")
     order = " · in your order, best first" if scores else ""
     head = f"📬 <b>Your {esc(period)} digest</b>: {total}{order}"
-    blocks: list[tuple[str, int | Sequence[int] | None]] = [(head, None)]
+    return pack_keyed(_digest_blocks(head, groups, scores), separator="\n", most=most)
+
+
+def _digest_blocks(
+    head: str, groups: dict[str, list[Alert]], scores: dict[int, float] | None
+) -> Iterator[tuple[str, int | Sequence[int] | None]]:
+    """The digest's blocks, written as they are packed."""
+    yield head, None
     number = 0
     for name, members in groups.items():
         if scores:
@@ -259,7 +278,7 @@ def pack_digest(
             number += 1
             line = digest_line(alert, number)
             # the heading travels with its first paper: never left alone at the end of a message
-            blocks.append((f"{heading}\n{line}" if n == 0 else line, alert.paper.id))
+            yield (f"{heading}\n{line}" if n == 0 else line), alert.paper.id
         folded = members[len(shown) :]
         for start in range(0, len(folded), FOLD_LINES):
             part = folded[start : start + FOLD_LINES]
@@ -268,10 +287,7 @@ def pack_digest(
                 number += 1
                 lines.append(fold_line(alert, number))
             text = "\n".join(lines)
-            blocks.append(
-                (f"<blockquote expandable>{text}</blockquote>", [a.paper.id for a in part])
-            )
-    return pack_keyed(blocks, separator="\n")
+            yield f"<blockquote expandable>{text}</blockquote>", [a.paper.id for a in part]
 
 
 def fold_line(alert: Alert, number: int) -> str:
