@@ -16,7 +16,7 @@ from datetime import datetime
 
 from topicpulse.delivery import buttons, digests, formatting, tastes
 from topicpulse.delivery.digests import Digest, DigestPaper
-from topicpulse.delivery.messages import FOLD_PROBE, Outgoing
+from topicpulse.delivery.messages import Outgoing
 from topicpulse.models import Chat
 from topicpulse.store import Store
 
@@ -37,13 +37,8 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
     chat_id = digest.chat.chat_id
     if not digest.papers:
         return []
-    # a big backlog: whether its first few already need more than fold_after messages
-    # (packing more never takes fewer), before reading every paper of it
-    if (
-        fold_after is not None
-        and len(digest.papers) > FOLD_PROBE
-        and len(await _pack(store, digest, digest.papers[:FOLD_PROBE], most=fold_after))
-        > fold_after
+    if fold_after is not None and await digests.must_fold(
+        digest.papers, fold_after, lambda part: _pack(store, digest, part, most=fold_after)
     ):
         return [await digests.catch_up(store, digest)]
     rated = digest.read.taste is not None

@@ -9,7 +9,9 @@ what it settles (``Settles``): the last moves the watermark and sets the next di
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -18,7 +20,7 @@ from topicpulse.delivery.chats import next_digest_at, published_since
 from topicpulse.delivery.messages import (
     CATCH_UP_BEST,
     CATCH_UP_CANDIDATES,
-    FOLD_PROBE,
+    FOLD_PROBES,
     Outgoing,
     catch_up_view,
 )
@@ -111,18 +113,33 @@ async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
     digest = await digest_papers(store, chat, now)
     if not digest.papers:
         return digest
-    # (packing more never takes fewer messages: a probe that overflows settles it)
-    packed = await _pack(store, digest, digest.papers[:FOLD_PROBE], most=DIGEST_MESSAGES)
-    if len(packed) <= DIGEST_MESSAGES and len(digest.papers) > FOLD_PROBE:
-        packed = await _pack(store, digest, digest.papers, most=DIGEST_MESSAGES)
-    if len(packed) > DIGEST_MESSAGES:
+    most = DIGEST_MESSAGES
+    packed: Packed = []
+    if (
+        await must_fold(digest.papers, most, lambda part: _pack(store, digest, part, most=most))
+        or len(packed := await _pack(store, digest, digest.papers, most=most)) > most
+    ):
         digest.messages = [await catch_up(store, digest)]
-        return digest
-    digest.messages = packed_messages(digest, packed)
+    else:
+        digest.messages = packed_messages(digest, packed)
     return digest
 
 
 Packed = list[tuple[int | None, str, list[int]]]  # (forum thread, text, paper ids) per message
+
+
+async def must_fold(
+    papers: list[DigestPaper], most: int, pack: Callable[[list[DigestPaper]], Awaitable[Packed]]
+) -> bool:
+    """Whether a backlog must fold into a catch-up, learned before reading all of it: its first
+    ``FOLD_PROBES`` papers, fewest first, already take more than ``most`` messages (packing
+    more never takes fewer). False: it may still, once packed whole."""
+    for size in FOLD_PROBES:
+        if len(papers) <= size:
+            return False
+        if len(await pack(papers[:size])) > most:
+            return True
+    return False
 
 
 def packed_messages(digest: Digest, packed: Packed) -> list[Outgoing]:
@@ -218,8 +235,11 @@ async def catch_up(store: Store, digest: Digest) -> Outgoing:
     order = {tid: n for n, tid in enumerate(named)}  # first followed first among equals
     ranked = sorted(counts, key=lambda tid: (-counts[tid], order[tid]))
     taste, _ = digest.taste()
-    best = sorted(papers, key=lambda p: (len(p.topics), p.published, p.paper_id), reverse=True)
-    best = best[: CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST]
+    best = heapq.nlargest(
+        CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST,
+        papers,
+        key=lambda p: (len(p.topics), p.published, p.paper_id),
+    )
     found = {p.id: p for p in await store.papers_by_ids([p.paper_id for p in best])}
     text, rows, thread = await catch_up_view(
         store,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 CATCH_UP_BEST = 5  # papers a catch-up shows
 CATCH_UP_CANDIDATES = 50  # … chosen by a chat's taste among this many on most of its topics
-FOLD_PROBE = 40  # papers of a backlog packed first, to learn whether it must fold
+FOLD_PROBES = (12, 40)  # papers of a backlog packed first, fewest first: must it fold?
 
 
 @dataclass(slots=True)
