@@ -28,7 +28,7 @@ from telegram.ext import ContextTypes
 
 from topicpulse.bot.views import Keyboard, View
 from topicpulse.config import Settings
-from topicpulse.delivery import formatting
+from topicpulse.delivery import packing
 from topicpulse.delivery.chats import Lookup, UserError, clean_text
 from topicpulse.delivery.formatting import esc
 from topicpulse.insight.llm import AnswerWriter
@@ -154,7 +154,7 @@ async def reply_view(update: Update, view: View) -> Message:
 async def reply_lines(update: Update, lines: list[str], keyboard: Keyboard | None = None) -> None:
     """Reply with lines of HTML, split between lines into as many messages as needed (the
     keyboard goes with the last one)."""
-    messages = formatting.pack(lines, separator="\n")
+    messages = packing.pack(lines, separator="\n")
     for n, text in enumerate(messages, start=1):
         await reply(update, text, keyboard if n == len(messages) else None)
 

@@ -2,8 +2,7 @@
 
 Every dynamic string goes through ``esc``; every function returns texts that fit Telegram's
 limits (``MAX_MESSAGE`` for messages, ``MAX_CAPTION`` for photo captions), splitting long lists
-between papers — never inside a tag. Lengths are counted on the HTML source in UTF-16 code
-units, which is never less than what Telegram counts after parsing the entities.
+between papers — never inside a tag (``delivery.packing``).
 """
 
 from __future__ import annotations
@@ -11,16 +10,16 @@ from __future__ import annotations
 import functools
 import html
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from topicpulse.delivery.packing import MAX_MESSAGE, cut_lines, pack, pack_keyed, tg_len
 from topicpulse.insight.ask import Answer
 from topicpulse.insight.llm import CITATION
 from topicpulse.insight.momentum import Momentum, headline, sparkline
 from topicpulse.models import StoredPaper, Topic
 from topicpulse.wording import plural
 
-MAX_MESSAGE = 4096
 MAX_CAPTION = 1024
 MAX_TITLE = 300
 MAX_NAME = 80
@@ -35,11 +34,6 @@ BUTTON_NAME = 32  # characters of a topic's name on a button
 
 def esc(text: str) -> str:
     return html.escape(text, quote=True)
-
-
-def tg_len(text: str) -> int:
-    """Length as Telegram counts it: UTF-16 code units."""
-    return len(text.encode("utf-16-le")) // 2
 
 
 def shorten(text: str, limit: int) -> str:
@@ -149,74 +143,6 @@ def paper_card(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[T
         abstract = shorten(abstract, len(abstract) * 9 // 10)
     quote = f"<blockquote>{esc(abstract)}</blockquote>" if abstract else ""
     return "\n".join(line for line in [*head, quote, *tail] if line)
-
-
-def pack(
-    blocks: Iterable[str], *, header: str = "", limit: int = MAX_MESSAGE, separator: str = "\n\n"
-) -> list[str]:
-    """Join blocks into as few messages as fit in ``limit``, splitting only between blocks.
-    A block too long on its own (impossible for our blocks) is cut at a line boundary."""
-    messages: list[str] = []
-    current = header
-    for block in blocks:
-        candidate = f"{current}{separator}{block}" if current else block
-        if tg_len(candidate) <= limit:
-            current = candidate
-            continue
-        if current:
-            messages.append(current)
-        current = block if tg_len(block) <= limit else _cut_lines(block, limit)
-    if current and current != header:
-        messages.append(current)
-    return messages
-
-
-def pack_keyed(
-    blocks: Iterable[tuple[str, int | Sequence[int] | None]],
-    *,
-    header: str = "",
-    separator: str = "\n\n",
-    most: int | None = None,
-) -> list[tuple[str, list[int]]]:
-    """Like ``pack``, for blocks that carry a key (a paper id, several for a block of papers,
-    or None for a heading): returns each message with the keys of the blocks it holds.
-    (Lengths are added up, not re-measured: a message is measured once per block.)
-    With ``most``, packing stops at the block that would open message ``most`` + 1, read no
-    further: the answer then has ``most`` + 1 entries, the last unfinished (for a caller that
-    only needs to know the blocks do not fit)."""
-    messages: list[tuple[str, list[int]]] = []
-    current, keys = header, []
-    size, gap = tg_len(header), tg_len(separator)
-    for block, key in blocks:
-        length = tg_len(block)
-        if current and size + gap + length > MAX_MESSAGE:
-            messages.append((current, keys))
-            if most is not None and len(messages) >= most:
-                return [*messages, (block, [])]
-            current, keys, size = "", [], 0
-        if current:
-            current, size = f"{current}{separator}{block}", size + gap + length
-        elif length <= MAX_MESSAGE:
-            current, size = block, length
-        else:
-            current = _cut_lines(block, MAX_MESSAGE)
-            size = tg_len(current)
-        if isinstance(key, int):
-            keys.append(key)
-        elif key is not None:
-            keys.extend(key)
-    if keys:
-        messages.append((current, keys))
-    return messages
-
-
-def _cut_lines(block: str, limit: int) -> str:
-    kept: list[str] = []
-    for line in block.split("\n"):
-        if tg_len("\n".join([*kept, line])) > limit - 2:
-            break
-        kept.append(line)
-    return "\n".join(kept) + "\n…"
 
 
 def pack_alerts(alerts: Sequence[Alert], *, most: int | None = None) -> list[tuple[str, list[int]]]:
@@ -344,7 +270,7 @@ def catch_up(
         elif len(shown) > 1:
             shown.pop()
         else:  # (cannot happen: every piece is bounded far below the limit)
-            text = _cut_lines(text, MAX_MESSAGE)
+            text = cut_lines(text, MAX_MESSAGE)
             break
     buttons = [(f"🗞 {shorten(t.name, BUTTON_NAME)}", f"l:{t.id}") for t, _ in shown]
     return text, buttons
