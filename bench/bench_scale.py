@@ -581,6 +581,9 @@ class Simulation:
         self.delivery.close()
         self.wake.set()
         await asyncio.gather(worker, *tasks, return_exceptions=True)
+        # what went out while the delivery closed (a digest due at the last instant, settled
+        # after the last minute's read): in the ledger as in the watermarks
+        self._read_log(self.hours[-1])
         cpu = time.process_time() + self._worker_cpu() - cpu0  # the bot's and its worker's
         wall = time.monotonic() - began
         bytes_end = await self.store.used_bytes()
