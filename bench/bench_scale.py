@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import ctypes
 import gc
 import json
 import math
@@ -62,6 +61,7 @@ from _support import OUT, percentile
 from _warp import FakeWire, SimClock, WarpLoop, count_aiosqlite_work
 from bench_growth import QueryMaker
 from fake_telegram import FakeTelegram
+from topicpulse import heap
 from topicpulse.bot import handlers
 from topicpulse.bot.common import BotContext
 from topicpulse.bot.ratelimit import Limits, TelegramRateLimiter
@@ -296,8 +296,7 @@ def release_freed_memory() -> None:
     """Collect and hand freed heap back to the system (glibc keeps it otherwise), so what the
     harness built in set-up does not count as the bot's."""
     gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    heap.trim()
 
 
 # ---------------------------------------------------------------------------------- the run
@@ -382,6 +381,7 @@ class Simulation:
         self.prepared = prepared
         self.clock.rebind(SETUP_NOW + timedelta(minutes=1))  # the week starts 29 min later
         await self._read_schedules()  # (on the clock as rebound)
+        heap.freeze_startup()  # as the bot does once started (and the harness's own objects)
 
     async def _read_schedules(self) -> None:
         """Each digest chat's due times in the week, from its row (as the commands set it)."""
@@ -888,6 +888,7 @@ async def simulate(cfg: Config) -> dict[str, Any]:
 
 
 def main() -> int:
+    heap.limit_arenas()  # as the bot does at start (topicpulse.heap)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chats", type=int, default=100_000)
     parser.add_argument("--days", type=int, default=7)

@@ -5,7 +5,14 @@ glibc's malloc keeps freed pages in its arenas, one per thread that allocated (t
 reader and writer threads, the thread pool), and hands them back only from the top of each
 heap. Over days the process's resident size then climbs in steps with each round, though the
 live data does not (bench/bench_scale.py measured ~20 MB a day at 100,000 chats). ``trim``,
-run by the daily upkeep, returns every arena's free pages to the system.
+run by the daily upkeep, returns every arena's free pages to the system; ``limit_arenas``, at
+start, keeps the threads to ``ARENAS`` arenas, so the free pages are not spread over one heap
+per thread in the first place (the bot's threads allocate little without the GIL: SQLite's
+pages and statements).
+
+``freeze_startup`` is about Python's own collector: its full passes traverse every object that
+may hold a reference, and what start-up built (modules, the catalogue, PTB, matplotlib) is most
+of them and lives as long as the process; frozen, it is no longer traversed.
 """
 
 from __future__ import annotations
@@ -13,9 +20,13 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import gc
 import logging
 
 log = logging.getLogger(__name__)
+
+ARENAS = 2  # glibc's default is 8 per core, one more for each thread that allocates at once
+_M_ARENA_MAX = -8  # mallopt's parameter number (malloc.h)
 
 
 @functools.cache
@@ -36,3 +47,19 @@ def trim() -> bool:
         return False
     libc.malloc_trim(0)
     return True
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """Cap the allocator's arenas (glibc's ``mallopt(M_ARENA_MAX)``); before the threads start,
+    so that none has made its own. False where there is no such call."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mallopt"):
+        return False
+    return bool(libc.mallopt(_M_ARENA_MAX, arenas))
+
+
+def freeze_startup() -> None:
+    """Once started: collect, then move every object start-up built to the collector's
+    permanent generation (``gc.freeze``), out of every later pass."""
+    gc.collect()
+    gc.freeze()

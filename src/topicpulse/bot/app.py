@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import logging
 import secrets
 import signal
@@ -33,6 +32,7 @@ from aiohttp import web
 from telegram import Update
 from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, ContextTypes
 
+from topicpulse import heap
 from topicpulse.bot import handlers, membership, starting
 from topicpulse.bot.common import file_url
 from topicpulse.bot.ratelimit import TelegramRateLimiter
@@ -355,10 +355,9 @@ def build_application(
         else:  # arXiv's calendar decides: the first look now (it catches up on missed days)
             app.job_queue.run_once(_calendar_job, when=poll_first, name="poll")
         # Everything loaded so far (PTB, matplotlib, the catalogue) lives as long as the bot:
-        # keep it out of the collector's full passes, which would otherwise stall the event loop
-        # for a fifth of a second now and then (replies to users wait meanwhile).
-        gc.collect()
-        gc.freeze()
+        # out of the collector's full passes, which would otherwise stall the event loop for a
+        # fifth of a second now and then (replies to users wait meanwhile).
+        heap.freeze_startup()
         log.info(starting.ready_line(app.bot.username, bool(missing)))
 
     async def post_stop(app: Application) -> None:  # type: ignore[type-arg]
@@ -436,6 +435,7 @@ def run_bot(settings: Settings) -> None:
     arrives while the bot is still starting stops it right after the start, cleanly, instead
     of breaking into a request half sent (python-telegram-bot's own handlers raise
     ``SystemExit`` wherever the loop is, which could leave the database open)."""
+    heap.limit_arenas()  # before any thread starts (topicpulse.heap)
     app = build_application(settings)
 
     async def until_stopped() -> None:
