@@ -282,19 +282,36 @@ def matches_since(
     followed them), for papers stored after ``after`` (and after the follow) up to
     ``through``, first announced at or after ``published_since``, that have no outbox row for
     the chat — each topic as the chat sees it (without the papers it left out of it,
-    ``rows.in_view``)."""
-    found = conn.execute(
+    ``rows.in_view``).
+
+    A digest reads a few hundred rows here, for every chat: the outbox and the left-out words
+    are looked up per row only for a chat that has any (most have neither: two probes instead
+    of two per row), and the rows come as tuples (a ``sqlite3.Row`` each cost a fifth of the
+    read; 100,000 chats: 446 → 250 µs a chat)."""
+    checks = ""
+    if _exists(conn, "SELECT 1 FROM outbox WHERE chat_id = ? AND kind = 'paper'", chat_id):
+        checks += (
+            " AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.chat_id = s.chat_id"
+            " AND o.kind = 'paper' AND o.paper_id = tp.paper_id)"
+        )
+    if _exists(conn, f"SELECT 1 FROM refinements WHERE chat_id = ? AND {rows.LEFT_OUT}", chat_id):
+        checks += f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}"
+    found = conn.cursor()
+    found.row_factory = None  # (tuples, unpacked in the order selected)
+    found.execute(
         "SELECT tp.paper_id, p.published, s.topic_id FROM subscriptions s"
         " JOIN topic_papers tp ON tp.topic_id = s.topic_id"
         " AND tp.paper_id > max(s.after_paper_id, ?) AND tp.paper_id <= ?"
         " JOIN papers p ON p.id = tp.paper_id"
-        " WHERE s.chat_id = ? AND p.announced >= ? AND NOT EXISTS (SELECT 1 FROM outbox o"
-        " WHERE o.chat_id = s.chat_id AND o.kind = 'paper' AND o.paper_id = tp.paper_id)"
-        f" AND {rows.in_view('s.chat_id', 's.topic_id', 'tp.paper_id')}"
+        f" WHERE s.chat_id = ? AND p.announced >= ?{checks}"
         " ORDER BY tp.paper_id, s.created_at, s.topic_id",
         (after, through, chat_id, published_since),
     )
     matches: dict[int, tuple[str, list[int]]] = {}
-    for row in found:
-        matches.setdefault(row["paper_id"], (row["published"], []))[1].append(row["topic_id"])
+    for paper_id, published, topic_id in found:
+        matches.setdefault(paper_id, (published, []))[1].append(topic_id)
     return matches
+
+
+def _exists(conn: sqlite3.Connection, sql: str, *args: Any) -> bool:
+    return conn.execute(f"SELECT EXISTS ({sql})", args).fetchone()[0] == 1

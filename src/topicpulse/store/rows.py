@@ -38,18 +38,21 @@ CHAT_TOPIC_COLUMNS = ", ".join(
 )
 
 
+LEFT_OUT = "state = 'left_out' AND in_query = 0"  # a refinement that leaves papers out of a view
+
+
 def in_view(chat: str, topic: str, paper: str) -> str:
     """SQL: the paper is in the chat's view of the topic — it matches none of the words the
     chat left out of that topic (``refinements``; the arguments are SQL expressions)."""
     return (
         "NOT EXISTS (SELECT 1 FROM refinements x JOIN papers_fts xf ON xf.rowid = "
         f"{paper} AND xf.papers_fts MATCH x.fts WHERE x.chat_id = {chat} AND x.topic_id = {topic}"
-        " AND x.state = 'left_out' AND x.in_query = 0)"
+        " AND x.state = 'left_out' AND x.in_query = 0)"  # (LEFT_OUT, of the alias x)
     )
 
 
 # Whether any chat has left a word out of a topic (the fan-out then checks the views)
-ANY_LEFT_OUT = "SELECT EXISTS (SELECT 1 FROM refinements WHERE state = 'left_out' AND in_query = 0)"
+ANY_LEFT_OUT = f"SELECT EXISTS (SELECT 1 FROM refinements WHERE {LEFT_OUT})"
 
 
 def prefixed(columns: str, alias: str) -> str:
