@@ -15,10 +15,11 @@ its own.
 ``--ratings N`` (issue 24: "10,000 chats with 50 ratings each add ≤ 50 MB"): every chat rates
 N random papers of the store (stored as taps store them, each chat's taste due; cached in
 bench/out/memory-rated-N.db, with every taste trained by the code the bot's Trainer runs), and
-the bot runs twice: on the store without the ratings, and on the one with them, where
-``--retrain`` chats (1,000) have rated once more, so that the bot first retrains them as it
-does after a restart (its Trainer, in the worker process) before the users type; /taste and
-/foryou join the commands in both runs. Reported: the bot's own RSS in both, the difference,
+the bot runs twice: on the store with them, where ``--retrain`` chats (1,000) have rated once
+more, so that the bot first retrains them as it does after a restart (its Trainer, in the
+worker process) before the users type; then on the store without the ratings, left running
+as long before the typing, so that both take in the same rounds; /taste and /foryou join the
+commands in both runs. Reported: the bot's own RSS in both, the difference,
 its worker processes' peak, and the store's bytes added.
 """
 
@@ -153,10 +154,18 @@ class Run:
 
 
 async def run_bot(
-    source: Path, args: argparse.Namespace, templates: list[Paper], label: str, rated: bool
+    source: Path,
+    args: argparse.Namespace,
+    templates: list[Paper],
+    label: str,
+    rated: bool,
+    *,
+    settle: float = 0.0,
 ) -> Run:
     """The bot on a copy of ``source``: started; (with ratings) left to train every due
-    taste in its worker process; then users type commands for ``--seconds``."""
+    taste in its worker process, (without) left running ``settle`` seconds, as long as the
+    other run trained, so both take in the same rounds; then users type commands for
+    ``--seconds``."""
     db = OUT / "memory-run.db"
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -197,6 +206,9 @@ async def run_bot(
                 await asyncio.sleep(5)
             result.train_seconds = time.monotonic() - began
             print(f"  every taste trained by the bot in {result.train_seconds:.0f}s" + " " * 20)
+            result.trained_rss = rss.sample()
+        elif settle:
+            await asyncio.sleep(settle)  # (the rounds the rated run took in while training)
             result.trained_rss = rss.sample()
         stop = asyncio.Event()
         typing = asyncio.create_task(users(fake, names, stop, tastes=args.ratings > 0))
@@ -277,6 +289,9 @@ def report(run: Run, seconds: float) -> None:
     if run.train_seconds:
         print(f"  RSS after training     {mb(run.trained_rss)} (every taste trained in "
               f"{run.train_seconds:.0f}s, in the worker process)")  # fmt: skip
+    elif run.trained_rss:
+        print(f"  RSS before typing      {mb(run.trained_rss)} (as long after start as the "
+              "rated run trained)")  # fmt: skip
     print(f"  RSS at the end         {mb(run.end_rss)}")
     print(f"  peak RSS               {mb(run.peak)} (goal ≤ 200 MB)")
     print(f"  worker processes, peak {mb(run.workers_peak)} (not the bot's own)")
@@ -302,8 +317,12 @@ async def main(args: argparse.Namespace) -> int:
     if args.fresh or not rated.exists():
         print(f"adding {args.ratings} ratings to every chat (cached for the next runs):")
         await add_ratings(cached, rated, args.ratings)
-    plain = await run_bot(cached, args, templates, "without ratings", rated=False)
+    # (the rated run first: the plain one then runs as long before the typing, for the same
+    # rounds and alerts; otherwise the difference would be partly the retraining's extra work)
     taught = await run_bot(rated, args, templates, f"{args.ratings} ratings a chat", rated=True)
+    plain = await run_bot(
+        cached, args, templates, "without ratings", rated=False, settle=taught.train_seconds
+    )
     print("\n=== bench_memory --ratings: what the chats' tastes add ===")
     print(f"store                  {PAPERS} papers, {CHATS} chats, {CHATS * FOLLOWS} "
           f"subscriptions; the same commands in both runs (+ /taste, /foryou)")  # fmt: skip
