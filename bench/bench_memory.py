@@ -249,9 +249,10 @@ async def add_ratings(source: Path, target: Path, per_chat: int) -> None:
     Trainer runs (``taste.learn_many``, here in this process: an hour's work for the bot's
     worker at its pace)."""
     started = time.monotonic()
-    shutil.copyfile(source, target)
+    building = target.with_name(target.name + ".building")  # (renamed when complete)
+    shutil.copyfile(source, building)
     rng = random.Random(4)
-    async with await Store.open(target) as store:
+    async with await Store.open(building) as store:
         papers = await store.recent_papers(40_000)
         chats = chat_ids()
         for n, chat_id in enumerate(chats):
@@ -268,6 +269,8 @@ async def add_ratings(source: Path, target: Path, per_chat: int) -> None:
             if n % 1000 < taste.BATCH:
                 print(f"  {n + taste.BATCH} tastes trained ({time.monotonic() - started:.0f}s)")
         assert not await store.tastes_due()
+        await store.checkpoint()  # (the whole store in the one file, before it is renamed)
+    building.replace(target)
     print(f"  {len(chats)} chats × {per_chat} ratings ({time.monotonic() - started:.0f}s)")
 
 
@@ -303,7 +306,9 @@ async def main(args: argparse.Namespace) -> int:
     templates = listing_papers()
     if args.fresh or not cached.exists():
         print("building the store (cached for the next runs):")
-        await build(cached, templates)
+        building = cached.with_name(cached.name + ".building")  # (renamed when complete)
+        await build(building, templates)
+        building.replace(cached)
     if not args.ratings:
         run = await run_bot(cached, args, templates, "the bot", rated=False)
         print("\n=== bench_memory: the bot's resident memory ===")
