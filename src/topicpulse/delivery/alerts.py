@@ -16,7 +16,7 @@ from datetime import datetime
 
 from topicpulse.delivery import buttons, digests, formatting, tastes
 from topicpulse.delivery.digests import Digest, DigestPaper
-from topicpulse.delivery.messages import Outgoing
+from topicpulse.delivery.messages import FOLD_PROBES, Outgoing
 from topicpulse.models import Chat
 from topicpulse.store import Store
 
@@ -37,11 +37,16 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
     chat_id = digest.chat.chat_id
     if not digest.papers:
         return []
+    rated = digest.read.taste is not None
+    # (holding back may shrink a rated chat's alert until it fits: the probe before it only
+    # takes the largest size)
     if fold_after is not None and await digests.must_fold(
-        digest.papers, fold_after, lambda part: _pack(store, digest, part, most=fold_after)
+        digest.papers,
+        fold_after,
+        lambda part: _pack(store, digest, part, most=fold_after),
+        FOLD_PROBES[-1:] if rated else FOLD_PROBES,
     ):
         return [await digests.catch_up(store, digest)]
-    rated = digest.read.taste is not None
     if rated:
         found = await store.papers_by_ids([p.paper_id for p in digest.papers])
         held = await tastes.to_hold_back(store, chat_id, found)

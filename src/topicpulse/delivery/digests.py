@@ -129,12 +129,15 @@ Packed = list[tuple[int | None, str, list[int]]]  # (forum thread, text, paper i
 
 
 async def must_fold(
-    papers: list[DigestPaper], most: int, pack: Callable[[list[DigestPaper]], Awaitable[Packed]]
+    papers: list[DigestPaper],
+    most: int,
+    pack: Callable[[list[DigestPaper]], Awaitable[Packed]],
+    sizes: tuple[int, ...] = FOLD_PROBES,
 ) -> bool:
     """Whether a backlog must fold into a catch-up, learned before reading all of it: its first
-    ``FOLD_PROBES`` papers, fewest first, already take more than ``most`` messages (packing
-    more never takes fewer). False: it may still, once packed whole."""
-    for size in FOLD_PROBES:
+    ``sizes`` papers, fewest first, already take more than ``most`` messages (packing more
+    never takes fewer). False: it may still, once packed whole."""
+    for size in sizes:
         if len(papers) <= size:
             return False
         if len(await pack(papers[:size])) > most:
