@@ -78,11 +78,9 @@ async def _pack(
     """The papers packed as alerts, newest first, each to its forum thread; with ``most``,
     written only until they take more than that many messages."""
     alerts = await digests.alerts_of(store, papers)
-    packed: digests.Packed = []
-    for thread, group in digests.by_thread(alerts, digest.read.threads).items():
-        left = None if most is None else most - len(packed)
-        for text, paper_ids in formatting.pack_alerts(group, most=left):
-            packed.append((thread, text, paper_ids))
-        if most is not None and len(packed) > most:
-            break
-    return packed
+    return digests.packed_by_thread(
+        alerts,
+        digest.read.threads,
+        lambda group, left: formatting.pack_alerts(group, most=left),
+        most,
+    )

@@ -184,12 +184,30 @@ async def _pack(store: Store, digest: Digest, papers: list[DigestPaper], *, most
     alerts = await alerts_of(store, papers)
     taste, _ = digest.taste()
     _, scores = await tastes.in_order(store, taste, [a.paper for a in alerts])
+    return packed_by_thread(
+        alerts,
+        digest.read.threads,
+        lambda group, left: formatting.pack_digest(
+            group, period=chat.mode, scores=scores, most=left
+        ),
+        most,
+    )
+
+
+def packed_by_thread(
+    alerts: list[formatting.Alert],
+    threads: dict[int, int | None],
+    pack: Callable[[list[formatting.Alert], int | None], list[tuple[str, list[int]]]],
+    most: int | None,
+) -> Packed:
+    """The alerts packed (``pack``: a group and the messages it may still take) for each forum
+    thread in turn (``by_thread``); with ``most``, only until they take more than that many
+    messages (then the answer is just longer than ``most``)."""
     packed: Packed = []
-    for thread, group in by_thread(alerts, digest.read.threads).items():
-        left = most - len(packed)
-        for text, ids in formatting.pack_digest(group, period=chat.mode, scores=scores, most=left):
-            packed.append((thread, text, ids))
-        if len(packed) > most:
+    for thread, group in by_thread(alerts, threads).items():
+        left = None if most is None else most - len(packed)
+        packed.extend((thread, text, ids) for text, ids in pack(group, left))
+        if most is not None and len(packed) > most:
             break
     return packed
 

@@ -258,12 +258,7 @@ class ChatQueries(Database):
             return cur.rowcount > 0
 
     async def subscriptions(self, chat_id: int) -> list[Subscription]:
-        found = await self._rows(
-            f"SELECT s.chat_id, s.created_at AS followed_at, {rows.CHAT_TOPIC_COLUMNS}"
-            " FROM subscriptions s JOIN topics t ON t.id = s.topic_id"
-            " WHERE s.chat_id = ? ORDER BY s.created_at, t.name COLLATE NOCASE",
-            (chat_id,),
-        )
+        found = await self._rows(rows.FOLLOWED, (chat_id,))
         return [Subscription(r["chat_id"], rows.topic(r), r["followed_at"]) for r in found]
 
     async def subscribed_topic(self, chat_id: int, topic_id: int) -> Topic | None:

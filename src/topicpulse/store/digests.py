@@ -101,9 +101,9 @@ class DigestQueries(Database):
                 return [r["chat_id"] for r in conn.execute(sql, args)]
 
             return ChatsDue(
-                instant_pending=ids(*pending_chats_sql(("instant",), None, None, limit)),
+                instant_pending=ids(*pending_chats_sql(("instant",), None, limit)),
                 instant_marked=ids(INSTANT_DUE, (limit,)),
-                spikes=ids(*pending_chats_sql(("daily", "weekly"), "spike", None, limit)),
+                spikes=ids(*pending_chats_sql(("daily", "weekly"), "spike", limit)),
                 digests=ids(DIGESTS_DUE, (due_before, limit)),
                 weekly=ids(WEEKLY_DUE, (due_before, limit)),
             )
@@ -144,12 +144,7 @@ class DigestQueries(Database):
             through = int(conn.execute(f"SELECT {rows.FANNED_OUT}").fetchone()[0])
             topics: dict[int, Topic] = {}
             threads: dict[int, int | None] = {}
-            for row in conn.execute(
-                f"SELECT s.thread_id, {rows.CHAT_TOPIC_COLUMNS}"
-                " FROM subscriptions s JOIN topics t ON t.id = s.topic_id"
-                " WHERE s.chat_id = ? ORDER BY s.created_at, t.name COLLATE NOCASE",
-                (chat_id,),
-            ):
+            for row in conn.execute(rows.FOLLOWED, (chat_id,)):
                 topic = rows.topic(row)
                 topics[topic.id] = topic
                 threads[topic.id] = row["thread_id"]

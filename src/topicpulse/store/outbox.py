@@ -19,25 +19,6 @@ PRUNE_SLICE = 10_000  # rows deleted per transaction by the daily upkeep
 class OutboxQueries(Database):
     """Pending deliveries and their outcome (part of ``Store``)."""
 
-    async def chats_with_pending(
-        self,
-        *,
-        modes: Sequence[str],
-        kind: str | None = None,
-        due_before: str | None = None,
-        limit: int = 1000,
-    ) -> list[int]:
-        """Active, unpaused chats in one of ``modes`` with pending deliveries (of ``kind`` if
-        given; digest chats only once their ``next_digest_at`` is at or before ``due_before``),
-        oldest pending first.
-
-        The chats are found by skipping along the pending index one chat at a time (a seek
-        per chat, not a read of every pending row: after a round at 100,000 chats there are
-        millions of rows, and a pass asks again for every few hundred chats it delivers);
-        spike rows, few, from their own index."""
-        found = await self._rows(*pending_chats_sql(modes, kind, due_before, limit))
-        return [r["chat_id"] for r in found]
-
     async def pending_for_chat(
         self, chat_id: int, limit: int = 500, *, kind: str | None = None
     ) -> list[OutboxItem]:
@@ -219,10 +200,14 @@ def chat_topics(
     return found
 
 
-def pending_chats_sql(
-    modes: Sequence[str], kind: str | None, due_before: str | None, limit: int
-) -> tuple[str, list[Any]]:
-    """The query ``chats_with_pending`` runs, and its arguments."""
+def pending_chats_sql(modes: Sequence[str], kind: str | None, limit: int) -> tuple[str, list[Any]]:
+    """The query for active, unpaused chats in one of ``modes`` with pending deliveries (of
+    ``kind`` if given), oldest pending first, and its arguments (``DigestQueries.chats_due``).
+
+    The chats are found by skipping along the pending index one chat at a time (a seek per
+    chat, not a read of every pending row: after a round at 100,000 chats there are millions
+    of rows, and a pass asks again for every few hundred chats it delivers); spike rows, few,
+    from their own index."""
     if kind not in (None, "spike"):
         raise ValueError(f"pending chats by kind are read for spike rows only, not {kind!r}")
     if kind is not None:  # (spike rows are few: read them all, from their own index)
@@ -231,6 +216,7 @@ def pending_chats_sql(
             " JOIN chats c ON c.chat_id = o.chat_id"
             " WHERE o.kind = 'spike' AND o.state = 'pending' AND c.active = 1"
             f" AND c.paused = 0 AND c.mode IN ({rows.marks(modes)})"
+            " GROUP BY o.chat_id ORDER BY min(o.id) LIMIT ?"
         )
     else:
         sql = (
@@ -241,17 +227,7 @@ def pending_chats_sql(
             " FROM pending WHERE pending.chat_id IS NOT NULL)"
             " SELECT c.chat_id FROM pending p JOIN chats c ON c.chat_id = p.chat_id"
             f" WHERE c.active = 1 AND c.paused = 0 AND c.mode IN ({rows.marks(modes)})"
-        )
-    args: list[Any] = [*modes]
-    if due_before is not None:
-        sql += " AND c.next_digest_at IS NOT NULL AND c.next_digest_at <= ?"
-        args.append(due_before)
-    if kind is not None:
-        sql += " GROUP BY o.chat_id ORDER BY min(o.id) LIMIT ?"
-    else:
-        sql += (
             " ORDER BY (SELECT min(o.id) FROM outbox o WHERE o.chat_id = c.chat_id"
             " AND o.state = 'pending') LIMIT ?"
         )
-    args.append(limit)
-    return sql, args
+    return sql, [*modes, limit]

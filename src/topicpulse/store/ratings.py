@@ -359,11 +359,6 @@ class RatingQueries(Database):
                 (chat_id, int(next_at is not None), next_at),
             )
 
-    async def weekly_chats_due(self, due_before: str, *, limit: int) -> list[int]:
-        """Active, unpaused chats whose weekly /foryou is due at or before ``due_before``, the
-        longest due first (an index range, not a scan of every chat)."""
-        return [r["chat_id"] for r in await self._rows(WEEKLY_DUE, (due_before, limit))]
-
     async def settle_weekly(self, chat_id: int, *, due: str, next_at: str) -> bool:
         """The weekly /foryou due at ``due`` was sent (or had nothing to send): the next is
         due at ``next_at`` — unless it was turned off or rescheduled meanwhile."""

@@ -36,6 +36,12 @@ CHAT_TOPIC_COLUMNS = ", ".join(
     "coalesce(s.label, t.name) AS name" if c == "name" else f"t.{c}"
     for c in TOPIC_COLUMNS.split(", ")
 )
+# A chat's subscriptions with their topics as it sees them, in the order it followed them
+FOLLOWED = (
+    f"SELECT s.chat_id, s.created_at AS followed_at, s.thread_id, {CHAT_TOPIC_COLUMNS}"
+    " FROM subscriptions s JOIN topics t ON t.id = s.topic_id"
+    " WHERE s.chat_id = ? ORDER BY s.created_at, t.name COLLATE NOCASE"
+)
 
 
 LEFT_OUT = "state = 'left_out' AND in_query = 0"  # a refinement that leaves papers out of a view
