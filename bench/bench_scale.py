@@ -63,6 +63,7 @@ from bench_growth import QueryMaker
 from fake_telegram import FakeTelegram
 from topicpulse import heap
 from topicpulse.bot import handlers
+from topicpulse.bot.app import DELIVERY_TICK  # (the worker's pace when nothing wakes it)
 from topicpulse.bot.common import BotContext
 from topicpulse.bot.ratelimit import Limits, TelegramRateLimiter
 from topicpulse.bot.sender import TelegramSender
@@ -79,7 +80,6 @@ START = datetime(2026, 1, 12, tzinfo=UTC)  # a Monday, in winter time (CET = UTC
 SETUP_NOW = START - timedelta(minutes=30)  # the chats' schedules are set as of this
 CEILING = 30.0  # Telegram's messages a second per bot
 LIMITER_RATE = Limits().global_rate  # what the rate limiter sends at most (59/60 of it)
-DELIVERY_TICK = 5.0  # bot.app's: seconds between passes when nothing wakes the worker
 MAINTENANCE_HOUR = 3
 
 # Where researchers are, as shares of chats. Rounded from arXiv's submitter shares by country
@@ -898,7 +898,7 @@ def main() -> int:
     parser.add_argument("--probe-peak", type=float, default=15.0, help="s between commands, busy")
     parser.add_argument("--probe-idle", type=float, default=300.0, help="… otherwise")
     parser.add_argument(
-        "--tick", type=float, default=DELIVERY_TICK, help="s between idle delivery passes (bot: 5)"
+        "--tick", type=float, default=DELIVERY_TICK, help="s between idle delivery passes"
     )
     parser.add_argument("--out", type=Path, default=OUT, help="folder for the stores")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
