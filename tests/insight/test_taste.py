@@ -2,7 +2,8 @@
 the cache stays bounded and follows a text's changes, liblinear learns what lbfgs learns, the
 bot's training path (the background's rows built once) learns what ``fit`` learns, a batch of
 chats survives one failing, the Trainer trains in batches, and a worker's store keeps the
-index's document counts between calls."""
+index's document counts between calls, and /foryou ranks the week whole though it reads it a
+page at a time."""
 
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from typing import TypeVar
 import numpy as np
 import pytest
 
+from topicpulse.delivery import tastes
 from topicpulse.insight import features, fitting, similarity, taste
-from topicpulse.models import StoredPaper
+from topicpulse.models import StoredPaper, iso
 from topicpulse.store import Rating, Store
 from topicpulse.synthetic import generate_papers
 from topicpulse.topics.stemming import stem_texts
@@ -273,3 +275,25 @@ def test_fit_needs_a_like_and_a_negative() -> None:
     assert taste.fit([], [v], [v]) is None
     assert taste.fit([v], [], []) is None
     assert np.isfinite(taste.fit([v], [{"b": 1.0}], []).bias)  # type: ignore[union-attr]
+
+
+async def test_for_you_reads_the_week_a_page_at_a_time_and_ranks_it_whole(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    papers = await stored(store)  # newest first
+    await _rate(store, 7, [p for p in papers if "model" in p.title.lower()][:8] + papers[-4:])
+    assert await taste.learn(store, 7) is not None
+    now = datetime.fromisoformat(papers[0].published.replace("Z", "+00:00")) + timedelta(hours=1)
+    whole = await tastes.for_you(store, 7, now, limit=12)
+    monkeypatch.setattr(tastes, "FOR_YOU_PAGE", 7)
+    paged = await tastes.for_you(store, 7, now, limit=12)
+    assert whole is not None and paged is not None
+    # the same as scoring every unrated paper of the week at once, best first, newest first on ties
+    learned, _ = await taste.load(store, 7)
+    assert learned is not None
+    rated = await store.ratings_for(7, [p.id for p in papers])
+    week = [p for p in papers if p.published >= iso(now - timedelta(days=7)) and p.id not in rated]
+    expected = (await taste.scored(store, learned, week))[:12]
+    assert [p.arxiv_id for p, _ in paged] == [p.arxiv_id for p, _ in expected]
+    assert [p.arxiv_id for p, _ in whole] == [p.arxiv_id for p, _ in expected]
+    assert [s for _, s in paged] == pytest.approx([s for _, s in expected])

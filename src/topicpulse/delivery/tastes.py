@@ -4,6 +4,7 @@ papers, which alert papers to hold back, and a one-line "why?"."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -130,22 +131,37 @@ async def to_hold_back(
 
 FOR_YOU = 5  # papers /foryou lists
 FOR_YOU_DAYS = 7
+FOR_YOU_PAGE = 250  # papers of the pool read, stemmed and scored at a time
 
 
 async def for_you(
     store: Store, chat_id: int, now: datetime, *, limit: int = FOR_YOU
 ) -> list[tuple[StoredPaper, float]] | None:
     """/foryou: the papers of the last 7 days the taste rates highest among those none of the
-    chat's topics matched (and it has not rated), best first. None: no taste yet."""
+    chat's topics matched (and it has not rated), best first (ties: newest first). None: no
+    taste yet. The week's papers (thousands) are read and scored a page at a time, so the
+    bot's memory holds a page, not the week."""
     taste, _ = await tastes.load(store, chat_id)
     if taste is None:
         return None
-    pool = await store.papers_published(iso(now - timedelta(days=FOR_YOU_DAYS)), iso(now))
-    # (a paper the chat left out of a topic's view is no paper its topics missed)
-    matched = await store.chat_topics_for_papers(chat_id, [p.id for p in pool], view=False)
-    rated = await store.ratings_for(chat_id, [p.id for p in pool])
-    outside = [p for p in pool if not matched.get(p.id) and p.id not in rated]
-    return (await tastes.scored(store, taste, outside))[:limit]
+    pool = await store.paper_ids_published(iso(now - timedelta(days=FOR_YOU_DAYS)), iso(now))
+    best: list[tuple[float, int, StoredPaper]] = []  # a min-heap of (score, -rank, paper)
+    for start in range(0, len(pool), FOR_YOU_PAGE):
+        page = pool[start : start + FOR_YOU_PAGE]
+        # (a paper the chat left out of a topic's view is no paper its topics missed)
+        matched = await store.chat_topics_for_papers(chat_id, page, view=False)
+        rated = await store.ratings_for(chat_id, page)
+        outside = [i for i in page if not matched.get(i) and i not in rated]
+        papers = await store.papers_by_ids(outside, cached=False)
+        for rank, (paper, score) in enumerate(
+            zip(papers, await tastes.scores(store, taste, papers), strict=True), start
+        ):
+            entry = (score, -rank, paper)
+            if len(best) < limit:
+                heapq.heappush(best, entry)
+            elif entry[:2] > best[0][:2]:
+                heapq.heapreplace(best, entry)
+    return [(paper, score) for score, _, paper in sorted(best, key=lambda e: e[:2], reverse=True)]
 
 
 async def why(store: Store, chat_id: int, paper: StoredPaper) -> str:

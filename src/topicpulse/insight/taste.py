@@ -308,9 +308,14 @@ async def scored(
     store: Store, taste: Taste, papers: Sequence[StoredPaper]
 ) -> list[tuple[StoredPaper, float]]:
     """``papers`` with the taste's score, best first (stable: newest-first ties stay)."""
-    found = [taste.score(v) for v in await vectors(store, papers)]
+    found = await scores(store, taste, papers)
     order = sorted(range(len(papers)), key=lambda n: -found[n])
     return [(papers[n], found[n]) for n in order]
+
+
+async def scores(store: Store, taste: Taste, papers: Sequence[HasText]) -> list[float]:
+    """The taste's score of each paper, in order (each vector built, scored and dropped)."""
+    return [taste.score(v) for v in await features.lazy_vectors(store, papers)]
 
 
 class Trainer:

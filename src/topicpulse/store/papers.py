@@ -110,10 +110,14 @@ class PaperQueries(Database):
         )
         return rows.stored_paper(row) if row else None
 
-    async def papers_by_ids(self, ids: Sequence[int]) -> list[StoredPaper]:
+    async def papers_by_ids(self, ids: Sequence[int], *, cached: bool = True) -> list[StoredPaper]:
         """Papers with these row ids, in the order given (unknown ids are skipped). Read
-        through the store's cache: every chat of a round asks for the same papers."""
-        by_id, missing = self._paper_cache.split(ids)
+        through the store's cache: every chat of a round asks for the same papers (not
+        ``cached``: read past it, for a one-off walk over many papers)."""
+        if not cached:
+            by_id, missing = {}, list(ids)
+        else:
+            by_id, missing = self._paper_cache.split(ids)
         read: dict[int, StoredPaper] = {}
         for chunk in rows.chunks(missing):
             for row in await self._rows(
@@ -121,7 +125,8 @@ class PaperQueries(Database):
                 chunk,
             ):
                 read[row["id"]] = rows.stored_paper(row)
-        self._paper_cache.put(read)
+        if cached:
+            self._paper_cache.put(read)
         by_id.update(read)
         return [by_id[i] for i in ids if i in by_id]
 

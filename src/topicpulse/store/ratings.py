@@ -309,16 +309,15 @@ class RatingQueries(Database):
         )
         return [rows.model(PaperText, r) for r in found]
 
-    async def papers_published(
-        self, since: str, until: str, *, limit: int = 5_000
-    ) -> list[StoredPaper]:
-        """Every stored paper published in [since, until), newest first (/foryou's pool)."""
+    async def paper_ids_published(self, since: str, until: str, *, limit: int = 5_000) -> list[int]:
+        """The ids of the stored papers published in [since, until), newest first (/foryou's
+        pool, read a page at a time with ``papers_by_ids``)."""
         found = await self._rows(
-            f"SELECT {rows.PAPER_COLUMNS} FROM papers WHERE published >= ? AND published < ?"
-            " ORDER BY published DESC LIMIT ?",
+            "SELECT id FROM papers WHERE published >= ? AND published < ?"
+            " ORDER BY published DESC, id DESC LIMIT ?",
             (since, until, limit),
         )
-        return [rows.stored_paper(r) for r in found]
+        return [r["id"] for r in found]
 
     # ------------------------------------------------------------------ tastes
     async def taste(self, chat_id: int) -> TasteRow | None:
