@@ -58,6 +58,10 @@ async def test_cached_vectors_are_those_of_tfidf_and_follow_a_changed_text(store
     lazy = await features.lazy_vectors(store, papers)
     assert len(lazy) == len(papers) and lazy[3] == expected[3] and lazy[1:3] == expected[1:3]
     assert list(lazy) == expected
+    # a taste scores them without building them, as it scores the vectors built
+    weights = {t: (-1) ** n * 0.5 for n, t in enumerate(sorted(set().union(*expected)))}
+    probe = taste.Taste(weights, -0.2, up=3, down=3)
+    assert probe.scores(lazy) == pytest.approx([probe.score(v) for v in expected], abs=1e-12)
 
 
 async def _tfidf(store: Store, papers: list[StoredPaper]) -> list[similarity.Vector]:

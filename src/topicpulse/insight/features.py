@@ -7,7 +7,8 @@ recent papers for each follower's hold-back floor. So each process (the bot, eac
 keeps the stems of the last ``CACHED`` texts it met, compactly (a tuple of interned stems and
 a byte per count, ≈ 1 kB a paper), keyed by a digest of the text; a vector is then built from
 them and the store's document frequencies (``Store.term_documents``, cached by the store), by
-the formula of ``similarity.tfidf``. The words a taste's "why?" names are found the same way
+the formula of ``similarity.tfidf``, each term's idf kept while the store's paper count holds.
+A taste scores papers from their stems directly (``Vectors.dots``), building no vector. The words a taste's "why?" names are found the same way
 (``stem_words``). Pure Python: the bot's process scores digests with it and never imports numpy.
 """
 
@@ -89,23 +90,45 @@ async def vectors(store: Store, papers: Sequence[HasText]) -> list[Vector]:
 async def lazy_vectors(store: Store, papers: Sequence[HasText]) -> Vectors:
     """``vectors``, each built when it is read (what is never read costs only its stems)."""
     if not papers:
-        return Vectors([], _Idf({}, 0))
+        return Vectors([], _Idf(0))
     found = await cache.stems(papers)
-    documents = await store.term_documents(list(set().union(*(stems for stems, _ in found))))
-    return Vectors(found, _Idf(documents, await store.count_papers()))
+    terms = set().union(*(stems for stems, _ in found))
+    idf = _idf_of(store, await store.count_papers())
+    missing = [t for t in terms if t not in idf and t not in idf.documents]
+    if missing:
+        idf.documents.update(await store.term_documents(missing))
+    return Vectors(found, idf)
 
 
 class _Idf(dict[str, float]):
-    """log(N / df) of each term, computed when first asked for (a term the store lacks: df 1)."""
+    """log(N / df) of each term, computed when first asked for (a term the store lacks: df 1).
+    Kept per process while the store's paper count stays the same (``_idf_of``): the same
+    terms come back in every call, and their logarithms with them."""
 
-    def __init__(self, documents: dict[str, int], total: int) -> None:
+    def __init__(self, total: int) -> None:
         super().__init__()
-        self.documents, self.total, self.n = documents, total, max(total, 2)
+        self.documents: dict[str, int] = {}
+        self.total, self.n = total, max(total, 2)
 
     def __missing__(self, term: str) -> float:
         df = max(min(self.documents.get(term, 1), self.total), 1)
         self[term] = idf = math.log(self.n / df)
         return idf
+
+
+# per database (a worker process opens a store of its own for each call): its terms' idf
+_idfs: dict[str, _Idf] = {}
+_IDF_TERMS = 200_000  # terms kept (≈ 20 MB), as the store keeps their counts
+
+
+def _idf_of(store: Store, total: int) -> _Idf:
+    key = store.path if store.file_backed() else f":memory:{id(store)}"
+    idf = _idfs.get(key)
+    if idf is None or idf.total != total or len(idf.documents) > _IDF_TERMS:
+        if len(_idfs) > 8:
+            _idfs.clear()
+        _idfs[key] = idf = _Idf(total)
+    return idf
 
 
 class Vectors(Sequence[Vector]):
@@ -125,6 +148,20 @@ class Vectors(Sequence[Vector]):
         if isinstance(n, slice):
             return [_unit(*stems, self._idf) for stems in self._found[n]]
         return _unit(*self._found[n], self._idf)
+
+    def dots(self, weights: dict[str, float]) -> list[float]:
+        """Each vector's dot product with ``weights``, without building the vectors (a
+        taste's scores: half the work of reading them)."""
+        idf, found = self._idf, []
+        for stems, counts in self._found:
+            dot = norm = 0.0
+            for t, k in zip(stems, counts, strict=True):
+                x = _LOG_TF[k] * idf[t]
+                norm += x * x
+                if t in weights:
+                    dot += x * weights[t]
+            found.append(dot / (math.sqrt(norm) or 1.0))
+        return found
 
 
 _LOG_TF = [0.0] + [1 + math.log(k) for k in range(1, MAX_COUNT + 1)]

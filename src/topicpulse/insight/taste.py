@@ -80,6 +80,16 @@ class Taste:
         z = max(min(self.raw(vector), 30.0), -30.0)
         return 1.0 / (1.0 + math.exp(-z))
 
+    def scores(self, vectors: Sequence[Vector]) -> list[float]:
+        """``score`` of each vector (``features.Vectors``: without building them)."""
+        if not isinstance(vectors, features.Vectors):
+            return [self.score(v) for v in vectors]
+        bias = self.bias
+        return [
+            1.0 / (1.0 + math.exp(-max(min(bias + d, 30.0), -30.0)))
+            for d in vectors.dots(self.weights)
+        ]
+
     @property
     def holds_back(self) -> bool:
         """Whether it has seen enough of both kinds to hold papers back."""
@@ -94,7 +104,7 @@ class Taste:
     ) -> Taste:
         """This taste with its hold-back floor set from ``reference``: the vectors of the
         followed topics' recent unrated papers (see ``hold_floor``)."""
-        scores = [self.score(v) for v in reference] if self.holds_back else []
+        scores = self.scores(reference) if self.holds_back else []
         return replace(self, floor=hold_floor(scores, self.up, self.down, hold=hold, most=most))
 
     def reasons(self, vector: Vector, n: int = WHY_TERMS) -> tuple[list[str], list[str]]:
@@ -315,7 +325,7 @@ async def scored(
 
 async def scores(store: Store, taste: Taste, papers: Sequence[HasText]) -> list[float]:
     """The taste's score of each paper, in order (each vector built, scored and dropped)."""
-    return [taste.score(v) for v in await features.lazy_vectors(store, papers)]
+    return taste.scores(await features.lazy_vectors(store, papers))
 
 
 class Trainer:
