@@ -407,6 +407,9 @@ class _StoredMessage:
     from_bot: bool
 
 
+_FILE_HEAD = 1024  # bytes of a sent file ``forget_history`` keeps (an image's size is in them)
+
+
 def _image_size(data: bytes) -> tuple[int, int] | None:
     """Width/height of a PNG, GIF or JPEG; None if it is not a recognised image."""
     if data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) >= 24:
@@ -549,6 +552,7 @@ class FakeTelegram:
         self._migrated: dict[int, int] = {}
         self._files: dict[str, tuple[bytes, str, str]] = {}  # file_id -> (data, unique, path)
         self._file_paths: dict[str, bytes] = {}
+        self._sent_files: list[str] = []  # files the bot sent since ``forget_history``
         self._file_counter = itertools.count(1)
         self._callback_queries: dict[str, dict[str, Any]] = {}
         self._callback_counter = itertools.count(1)
@@ -662,13 +666,21 @@ class FakeTelegram:
         return 200, {"ok": True, "result": result}
 
     def forget_history(self) -> None:
-        """Drop the records of what was sent (``sent``, ``calls``, the stored messages) but
-        keep the counters, the limits' state and the chats: a long simulation reads its
-        records as it goes and keeps memory flat."""
+        """Drop the records of what was sent (``sent``, ``calls``, the stored messages, the
+        bytes of the files the bot sent) but keep the counters, the limits' state, the chats
+        and the file ids: a long simulation reads its records as it goes and keeps memory
+        flat."""
         self.sent.clear()
         self.calls.clear()
         self._sent_by_chat.clear()
         self._messages.clear()
+        # the bytes of the files the bot sent (a chart a /momentum): only their head is kept,
+        # which gives an image's size, so that a file_id sent again still works
+        for file_id in self._sent_files:
+            data, unique_id, path = self._files[file_id]
+            self._files[file_id] = (data[:_FILE_HEAD], unique_id, path)
+            self._file_paths[path] = data[:_FILE_HEAD]
+        self._sent_files.clear()
 
     # ------------------------------------------------------------------ driving the bot
 
@@ -1680,13 +1692,17 @@ class FakeTelegram:
         self._sent_by_chat.setdefault(chat_id, []).append(sent)
         self.stats["accepted"] += 1
 
-    def _store_file(self, data: bytes, suffix: str) -> tuple[str, str, str]:
+    def _store_file(
+        self, data: bytes, suffix: str, *, by_bot: bool = False
+    ) -> tuple[str, str, str]:
         n = next(self._file_counter)
         file_id = f"AgACAgIAAxkBAAIB{n:08d}FakeFileId{self.bot_id}"
         unique_id = f"AQAD{n:06d}x"
         path = f"{suffix}/file_{n}"
         self._files[file_id] = (data, unique_id, path)
         self._file_paths[path] = data
+        if by_bot:
+            self._sent_files.append(file_id)
         return file_id, unique_id, path
 
     def _find_message(self, params: dict[str, Any], missing: str) -> tuple[int, _StoredMessage]:
@@ -1975,7 +1991,7 @@ class FakeTelegram:
         for target in [*targets, min(longest, 2560)]:
             scale = target / longest
             w, h = max(1, round(width * scale)), max(1, round(height * scale))
-            file_id, unique_id, _ = self._store_file(data, "photos")
+            file_id, unique_id, _ = self._store_file(data, "photos", by_bot=True)
             sizes.append(
                 {
                     "file_id": file_id,
@@ -2004,7 +2020,7 @@ class FakeTelegram:
         else:
             raise _bad("wrong file identifier/HTTP URL specified")
         self._check_limits("sendDocument", chat_id)
-        file_id, unique_id, _ = self._store_file(data, "documents")
+        file_id, unique_id, _ = self._store_file(data, "documents", by_bot=True)
         message = self._new_message(
             chat_id,
             reply_to_message=reply_to,

@@ -328,6 +328,25 @@ async def test_send_photo_upload(fake: FakeTelegram, bot: Bot) -> None:
     assert bytes(await file.download_as_bytearray()) == png
 
 
+async def test_forgetting_history_keeps_sent_files_usable_but_not_their_bytes(
+    fake: FakeTelegram, bot: Bot
+) -> None:
+    png = make_png(1000, 500) + bytes(5000)  # (a chart's size, not a header's)
+    first = await bot.send_photo(3, png)
+    fake.user_sends_document(3, b"@article{a, title={A}}", file_name="mine.bib")
+    [upload] = [u for u in fake._updates if "message" in u and "document" in u["message"]]
+    user_file = upload["message"]["document"]["file_id"]
+    fake.forget_history()
+    assert fake.sent == [] and fake.calls == []
+    # the bot's photo: sent again by file_id, the same size; its bytes are gone
+    again = await bot.send_photo(4, first.photo[-1].file_id)
+    assert (again.photo[-1].width, again.photo[-1].height) == (1000, 500)
+    assert len(fake._files[first.photo[-1].file_id][0]) < len(png)
+    # a user's file stays whole: the bot may still fetch it
+    file = await bot.get_file(user_file)
+    assert bytes(await file.download_as_bytearray()) == b"@article{a, title={A}}"
+
+
 async def test_send_photo_rejects_non_images(fake: FakeTelegram, bot: Bot) -> None:
     with pytest.raises(BadRequest, match=r"(?i)image_process_failed"):
         await bot.send_photo(3, b"definitely not an image")
