@@ -59,6 +59,13 @@ def affiliations_line(affiliations: Sequence[str]) -> str:
 def topic_tags(topics: Sequence[Topic], others: Sequence[Topic] = ()) -> str:
     """``#Name`` tags: ``topics`` (the ones the chat follows) first and in bold, then ``others``
     (catalogue topics the paper also matches); past ``SHOWN_TAGS`` only counted."""
+    return _tags(tuple(topics), tuple(others))
+
+
+@functools.lru_cache(maxsize=8192)
+def _tags(topics: tuple[Topic, ...], others: tuple[Topic, ...]) -> str:
+    """``topic_tags``, cached: a round tags its papers with the same few topics for every
+    chat that follows them."""
     followed = {t.id for t in topics}
     tags = [*topics, *(t for t in others if t.id not in followed)]
     shown = []
@@ -109,19 +116,25 @@ def paper_block(alert: Alert, number: int | None = None) -> str:
     row), authors, their institutions (when arXiv gives them), category · date · PDF, the
     journal reference or comment, the abstract (collapsed), and its topic tags (followed
     first)."""
-    p = alert.paper
+    title, rest = _card(alert.paper)
+    lines = [title if number is None else f"{number}. {title}", rest]
+    if alert.topics or alert.other_tags:
+        lines.append(topic_tags(alert.topics, alert.other_tags))
+    return "\n".join(line for line in lines if line)
+
+
+@functools.lru_cache(maxsize=2048)  # (a day's announcement)
+def _card(p: StoredPaper) -> tuple[str, str]:
+    """A card's title line and the lines after it up to its tags: the paper's alone, the same
+    for every chat a round sends it to (cached)."""
     head = _head(p)
-    if number is not None:
-        head[0] = f"{number}. {head[0]}"
     lines = [
-        *head,
+        *head[1:],
         f'{esc(p.primary_category)} · {p.published[:10]} · <a href="{esc(p.pdf_url)}">PDF</a>',
         note_line(p),
         abstract_quote(p.abstract),
     ]
-    if alert.topics or alert.other_tags:
-        lines.append(topic_tags(alert.topics, alert.other_tags))
-    return "\n".join(line for line in lines if line)
+    return head[0], "\n".join(line for line in lines if line)
 
 
 def paper_card(paper: StoredPaper, followed: Sequence[Topic], others: Sequence[Topic]) -> str:
@@ -227,14 +240,18 @@ def digest_messages(alerts: Sequence[Alert], *, period: str) -> list[str]:
 
 
 def digest_line(alert: Alert, number: int | None = None) -> str:
-    p = alert.paper
+    return f"{'•' if number is None else f'{number}.'} {_digest_entry(alert.paper)}"
+
+
+@functools.lru_cache(maxsize=2048)
+def _digest_entry(p: StoredPaper) -> str:
+    """A digest line after its number: the paper's alone (cached, as ``_card``)."""
     first = (
         shorten(p.authors[0], MAX_NAME) + (" et al." if len(p.authors) > 1 else "")
         if p.authors
         else ""
     )
     line = (
-        f"{'•' if number is None else f'{number}.'} "
         f'<a href="{esc(p.url)}">{esc(shorten(p.title, MAX_TITLE))}</a>'
         f" — {esc(first)} · {esc(p.primary_category)}"
     )

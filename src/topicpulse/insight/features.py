@@ -8,8 +8,9 @@ keeps the stems of the last ``CACHED`` texts it met, compactly (a tuple of inter
 a byte per count, ≈ 1 kB a paper), keyed by a digest of the text; a vector is then built from
 them and the store's document frequencies (``Store.term_documents``, cached by the store), by
 the formula of ``similarity.tfidf``, each term's idf kept while the store's paper count holds.
-A taste scores papers from their stems directly (``Vectors.dots``), building no vector. The words a taste's "why?" names are found the same way
-(``stem_words``). Pure Python: the bot's process scores digests with it and never imports numpy.
+A taste scores papers from their stems directly (``Vectors.dots``), building no vector. The
+words a taste's "why?" names are found the same way (``stem_words``). Pure Python: the bot's
+process scores digests with it and never imports numpy.
 """
 
 from __future__ import annotations
