@@ -96,8 +96,8 @@ async def main() -> int:
         inside: list[list[tuple[float, float]]] = [[], []]  # the worker's wall and CPU time
         sizes, reference = [], []
         now = iso(store.clock())
-        for _ in range(offload.WORKERS):  # started, as in a running bot
-            await offload.run(taste.learn_apart, store.path, [10**9], now)
+        # started, as in a running bot (training has a worker process of its own)
+        await offload.run(taste.learn_apart, store.path, [10**9], now, pool=offload.TRAINING)
         for chat_id in range(1, args.chats + 1):
             await store.ensure_chat(chat_id)
             for topic in rng.sample(topics, args.follows):
@@ -110,7 +110,9 @@ async def main() -> int:
             for n in range(2):
                 await store.toggle_rating(chat_id, papers[chat_id], 1)  # a change: due again
                 start = time.perf_counter()
-                inside[n].append(await offload.run(timed_learn, store.path, chat_id, now))
+                inside[n].append(
+                    await offload.run(timed_learn, store.path, chat_id, now, pool=offload.TRAINING)
+                )
                 apart[n].append(time.perf_counter() - start)
             row = await store.taste(chat_id)
             assert row is not None and row.model and row.trained == row.changed
@@ -131,7 +133,13 @@ async def main() -> int:
             await store.toggle_rating(chat_id, papers[chat_id], 1)
         start = time.perf_counter()
         for n in range(0, len(chats), taste.BATCH):
-            await offload.run(taste.learn_apart, store.path, chats[n : n + taste.BATCH], now)
+            await offload.run(
+                taste.learn_apart,
+                store.path,
+                chats[n : n + taste.BATCH],
+                now,
+                pool=offload.TRAINING,
+            )
         batched = (time.perf_counter() - start) / len(chats)
         assert not await store.tastes_due()
         start = time.perf_counter()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from datetime import date
 
 from topicpulse import offload
@@ -30,3 +31,25 @@ async def test_workers_run_at_a_lower_cpu_priority_than_the_bot() -> None:
     here = os.getpriority(os.PRIO_PROCESS, 0)
     worker = await offload.run(os.getpid)
     assert os.getpriority(os.PRIO_PROCESS, worker) == min(here + offload.NICENESS, 19)
+
+
+def _imports_sklearn() -> bool:
+    return "sklearn" in sys.modules
+
+
+def _train_one() -> bool:
+    from topicpulse.insight import taste
+
+    liked = [{"reward": 1.0}, {"policy": 0.8, "reward": 0.6}]
+    disliked = [{"protein": 1.0}]
+    return taste.fit(liked, disliked, [{"graph": 1.0}]) is not None and _imports_sklearn()
+
+
+async def test_training_has_a_worker_process_of_its_own() -> None:
+    """Only the training process imports scikit-learn (and keeps the training caches)."""
+    trainer = await offload.run(os.getpid, pool=offload.TRAINING)
+    assert await offload.run(os.getpid, pool=offload.TRAINING) == trainer  # one process
+    general = {await offload.run(os.getpid) for _ in range(4)}
+    assert trainer not in general and os.getpid() not in general
+    assert await offload.run(_train_one, pool=offload.TRAINING)
+    assert not any([await offload.run(_imports_sklearn) for _ in range(4)])

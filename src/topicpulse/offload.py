@@ -10,6 +10,11 @@ imports and caches between calls. The workers run at a lower CPU priority (``nic
 small machine a round's parsing and matching then take the cores the event loop leaves idle,
 rather than the other way round. If a worker dies, the pool is replaced and the call runs
 again once; if that fails too, the call runs in a thread as before.
+
+Training readers' tastes (``insight.taste``) has a pool of its own, one process (``TRAINING``),
+started on the first training: only it imports numpy, scipy and scikit-learn (≈ 75 MB a
+process) and keeps the training caches, where both general workers would otherwise each hold
+a copy, and a user's chart never queues behind a batch of trainings.
 """
 
 from __future__ import annotations
@@ -31,20 +36,22 @@ T = TypeVar("T")
 
 WORKERS = 2  # a user's chart never queues behind a whole round's matching
 NICENESS = 10  # how much lower the workers' CPU priority is than the bot's (0 = the same)
-_pool: ProcessPoolExecutor | None = None
+GENERAL, TRAINING = "general", "training"  # the pools, and how many processes each has
+_SIZES = {GENERAL: WORKERS, TRAINING: 1}
+_pools: dict[str, ProcessPoolExecutor] = {}
 _lock = threading.Lock()
 
 
-def _executor() -> ProcessPoolExecutor:
-    global _pool
+def _executor(name: str = GENERAL) -> ProcessPoolExecutor:
     with _lock:
-        if _pool is None:
-            _pool = ProcessPoolExecutor(
-                max_workers=WORKERS,
+        pool = _pools.get(name)
+        if pool is None:
+            pool = _pools[name] = ProcessPoolExecutor(
+                max_workers=_SIZES[name],
                 mp_context=multiprocessing.get_context("spawn"),
                 initializer=_lower_priority,
             )
-        return _pool
+        return pool
 
 
 def _lower_priority() -> None:
@@ -57,10 +64,10 @@ def _lower_priority() -> None:
 
 
 def _discard(broken: ProcessPoolExecutor) -> None:
-    global _pool
     with _lock:
-        if _pool is broken:
-            _pool = None
+        for name, pool in list(_pools.items()):
+            if pool is broken:
+                del _pools[name]
     broken.shutdown(wait=False, cancel_futures=True)
 
 
@@ -74,25 +81,25 @@ def _importable(fn: Callable[..., Any]) -> bool:
     return True
 
 
-async def run(fn: Callable[..., T], *args: Any) -> T:
-    """``fn(*args)`` in the worker process (its arguments must pickle)."""
+async def run(fn: Callable[..., T], *args: Any, pool: str = GENERAL) -> T:
+    """``fn(*args)`` in a worker process of ``pool`` (its arguments must pickle)."""
     if not _importable(fn):
         return await asyncio.to_thread(fn, *args)
     loop = asyncio.get_running_loop()
     for attempt in range(2):
-        pool = _executor()
+        executor = _executor(pool)
         try:
-            return await loop.run_in_executor(pool, fn, *args)
+            return await loop.run_in_executor(executor, fn, *args)
         except BrokenProcessPool:
             log.warning("the worker process died; starting a new one (try %d)", attempt + 1)
-            _discard(pool)
+            _discard(executor)
     return await asyncio.to_thread(fn, *args)
 
 
 def shutdown() -> None:
-    """Stop the worker process (at exit it is stopped anyway)."""
-    global _pool
+    """Stop the worker processes (at exit they are stopped anyway)."""
     with _lock:
-        pool, _pool = _pool, None
-    if pool is not None:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -11,7 +11,8 @@ MOST) on a tuning split of simulated readers and reports them on the others (doc
 
 A trained taste is a small JSON document (the ``MAX_TERMS`` heaviest weights) kept in the
 store: nothing stays in memory per chat, and a chat that never rated has no taste and costs
-nothing. Training runs in the worker process (``offload``), whenever a chat's ratings change.
+nothing. Training runs in the training worker process (``offload.TRAINING``), whenever a chat's
+ratings change.
 """
 
 from __future__ import annotations
@@ -329,8 +330,8 @@ async def scores(store: Store, taste: Taste, papers: Sequence[HasText]) -> list[
 
 
 class Trainer:
-    """Retrains the tastes of chats whose ratings changed, ``BATCH`` at a time, in the worker
-    process (in this process for an in-memory store). ``mark`` is called after a rating is
+    """Retrains the tastes of chats whose ratings changed, ``BATCH`` at a time, in the training
+    worker process (in this process for an in-memory store). ``mark`` is called after a rating is
     stored; ``run`` is the background task (it also picks up what was due before a restart).
 
     It yields: no batch starts while ``busy()`` (an intake round is running: its matching
@@ -365,7 +366,9 @@ class Trainer:
         try:
             if self.store.file_backed():
                 now = iso(self.store.clock())
-                await offload.run(learn_apart, self.store.path, list(chat_ids), now)
+                await offload.run(
+                    learn_apart, self.store.path, list(chat_ids), now, pool=offload.TRAINING
+                )
             else:
                 await learn_many(self.store, chat_ids)
         except Exception:  # the worker failed: keep their models, mark them trained
