@@ -1,11 +1,16 @@
 """OAI-PMH ListRecords pages read into papers: arXiv's recorded responses (when ../shared has
-them) and pages we write for each case the recordings do not show."""
+them) and pages we write for each case the recordings do not show; a page parsed in a worker
+process comes back whole, in parts, and its errors too."""
 
 from __future__ import annotations
+
+import pickle
 
 import pytest
 
 from conftest import NO_REAL_DATA, SHARED
+from topicpulse import offload
+from topicpulse.sources import oai
 from topicpulse.sources.oai import BAD_TOKEN, OaiError, parse_list_records
 
 OAI_DIR = SHARED / "arxiv-oai"
@@ -111,6 +116,24 @@ def test_no_records_is_an_empty_last_page_and_other_errors_raise() -> None:
         with pytest.raises(OaiError) as bad:
             parse_list_records(body)
         assert bad.value.code == "malformed"
+
+
+async def test_a_page_parsed_in_a_worker_comes_back_in_parts_and_so_do_its_errors() -> None:
+    many = [record(f"2605.{n:05d}", FULL) for n in range(oai.PACKED_RECORDS * 2 + 7)]
+    body = page(*many)
+    whole = parse_list_records(body)
+    packed, parts = await offload.run(oai.parse_packed, body)
+    assert len(parts) == 3 and packed.records == []
+    assert [r for part in parts for r in pickle.loads(part)] == whole.records
+    assert (packed.response_date, packed.token, packed.skipped) == (
+        whole.response_date,
+        whole.token,
+        whole.skipped,
+    )
+    expired = HEAD + f'<error code="{BAD_TOKEN}">The token has expired</error></OAI-PMH>'
+    with pytest.raises(OaiError) as caught:  # raised in the worker, the same error here
+        await offload.run(oai.parse_packed, expired.encode())
+    assert caught.value.code == BAD_TOKEN and "The token has expired" in str(caught.value)
 
 
 @requires_oai

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import pickle
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import date
 
+from topicpulse import offload
 from topicpulse.sources.arxiv import ArxivClient, ArxivUnavailable
-from topicpulse.sources.oai import BAD_TOKEN, OaiError, OaiPage, list_headers, parse_list_records
+from topicpulse.sources.oai import BAD_TOKEN, OaiError, OaiPage, list_headers, parse_packed
 
 log = logging.getLogger(__name__)
 METADATA = "arXiv"
@@ -59,8 +61,14 @@ class OaiHarvester:
 
     async def _page(self, params: dict[str, str | int]) -> OaiPage:
         body = await self.client.get_body(params, self.url)
-        # Parsed in a thread: a page of 2,000 records never holds up the bot's replies.
-        return await asyncio.to_thread(parse_list_records, body)
+        # Parsed in a worker process, not a thread: parsing a page of 2,000 records holds the
+        # GIL for ~100 ms at a time (one C call), and every reply would wait for it. The
+        # records come back in pickled parts, unpickled one at a time between other work.
+        page, parts = await offload.run(parse_packed, body)
+        for part in parts:
+            page.records.extend(pickle.loads(part))  # (from our own worker process)
+            await asyncio.sleep(0)
+        return page
 
     async def header_pages(self, set_spec: str, day: date) -> AsyncIterator[list[tuple[str, str]]]:
         """The headers, (id, datestamp), of the records of the set changed on or after

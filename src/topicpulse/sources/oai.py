@@ -20,6 +20,7 @@ What the ``arXiv`` format says and does not:
 
 from __future__ import annotations
 
+import pickle
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 
@@ -37,7 +38,10 @@ class OaiError(ValueError):
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(f"OAI-PMH {code}: {message}" if message else f"OAI-PMH {code}")
-        self.code = code
+        self.code, self.message = code, message
+
+    def __reduce__(self) -> tuple[type[OaiError], tuple[str, str]]:
+        return OaiError, (self.code, self.message)  # (raised in a worker process, re-raised here)
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +165,20 @@ def list_headers(data: bytes) -> tuple[list[tuple[str, str]], str | None]:
     ]
     token = _token(listing.find(f"{_OAI}resumptionToken"))
     return headers, token.value if token else None
+
+
+PACKED_RECORDS = 100  # records a pickled part of a page holds (``parse_packed``)
+
+
+def parse_packed(data: bytes) -> tuple[OaiPage, list[bytes]]:
+    """``parse_list_records`` in a worker process: the page without its records, and the
+    records pickled ``PACKED_RECORDS`` at a time. The bot's process then unpickles one part at
+    a time between other work (``OaiHarvester``): a page of 2,000 records, unpickled in one
+    go, would hold the GIL — and every reply — for tens of milliseconds."""
+    page = parse_list_records(data)
+    records, page.records = page.records, []
+    parts = range(0, len(records), PACKED_RECORDS)
+    return page, [pickle.dumps(records[n : n + PACKED_RECORDS]) for n in parts]
 
 
 def parse_list_records(data: bytes) -> OaiPage:
