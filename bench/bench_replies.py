@@ -228,12 +228,12 @@ def child_main() -> int:
     from topicpulse import offload
 
     def timed_offload(run: Any) -> Any:
-        async def wrapper(fn: Any, *args: Any) -> Any:
+        async def wrapper(fn: Any, *args: Any, **kwargs: Any) -> Any:
             started = time.monotonic()
             facts: dict[str, Any] = {}
             name = getattr(fn, "__name__", "offload")
             try:
-                result = await run(fn, *args)
+                result = await run(fn, *args, **kwargs)
                 if name == "_detect_followed_apart":  # the round's spike step, run by the worker
                     name, facts = "spikes", {"opened": len(result)}
                 return result
