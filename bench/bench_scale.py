@@ -327,11 +327,15 @@ class Simulation:
     async def setup(self, db: Path) -> None:
         """The store as the week finds it: the catalogue, the history (stored and matched,
         never alerted), the chats and their follows. Prepared once per population and papers
-        (``bench/out/scale-prepared-*.db``), copied for every run."""
+        (``bench/out/scale-prepared-*.db``), copied for every run. The papers generated
+        depend on the run's days as well as the history's (``announcements``), so the days are
+        in its name: a store prepared for 1 day holds, under the same ids, papers that a 7-day
+        run announces as new (they were stored as unchanged, and the week's first days carried
+        a third of their papers)."""
         began = time.monotonic()
         cfg = self.cfg
         template = self.cfg.out / (
-            f"scale-prepared-{cfg.chats}-{cfg.seed}-{cfg.papers}-{cfg.history_days}.db"
+            f"scale-prepared-{cfg.chats}-{cfg.seed}-{cfg.papers}-{cfg.history_days}-{cfg.days}.db"
         )
         prepared = template.exists()
         if prepared:
