@@ -122,8 +122,14 @@ _idfs: dict[str, _Idf] = {}
 _IDF_TERMS = 200_000  # terms kept (≈ 20 MB), as the store keeps their counts
 
 
+def store_key(store: Store) -> str:
+    """What a per-process cache keys a database by: its path (a worker process opens a store
+    of its own for each call), or an in-memory store's identity."""
+    return store.path if store.file_backed() else f":memory:{id(store)}"
+
+
 def _idf_of(store: Store, total: int) -> _Idf:
-    key = store.path if store.file_backed() else f":memory:{id(store)}"
+    key = store_key(store)
     idf = _idfs.get(key)
     if idf is None or idf.total != total or len(idf.documents) > _IDF_TERMS:
         if len(_idfs) > 8:

@@ -107,7 +107,7 @@ _backgrounds: dict[tuple[str, int | None], Background] = {}
 async def background(store: Store, size: int, before_id: int | None) -> Background:
     """The ``size`` newest stored papers (below ``before_id``) as a ``Background``."""
     newest = await store.max_paper_id()
-    key = (store.path if store.file_backed() else f":memory:{id(store)}", before_id)
+    key = (features.store_key(store), before_id)
     cached = _backgrounds.get(key)
     if cached is None or newest - cached.newest >= REFRESH_AFTER or newest < cached.newest:
         papers = await store.recent_papers(size, before_id=before_id)
