@@ -77,6 +77,11 @@ class StoredPaper(ArxivLinks):
     doi: str | None = None
     affiliations: tuple[str, ...] = ()  # the authors' institutions, distinct, in author order
 
+    def __hash__(self) -> int:
+        # (equal papers hash alike; a changed one compares unequal: the formatting caches key on
+        # papers, and hashing every field, the authors' tuple too, cost more than the lookup)
+        return hash((self.id, self.version, self.updated))
+
     def to_json(self) -> dict[str, object]:
         """The documented JSON shape of a paper (``preview``/``search --json``)."""
         return {
@@ -128,6 +133,9 @@ class Topic:
     fts: str
     active: bool = True
     matched_through: int = 0
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.name))  # (as ``StoredPaper``'s: a few fields, still exact)
 
     @property
     def is_custom(self) -> bool:

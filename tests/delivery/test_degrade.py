@@ -17,7 +17,9 @@ derived from it); end-to-end tests drive the real Application against the fake B
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import logging
+import random
 import re
 import struct
 from collections.abc import Callable
@@ -38,6 +40,7 @@ from telegram_html import utf16_len, validate_telegram_html
 from topicpulse import delivery
 from topicpulse.bot.sender import TelegramSender
 from topicpulse.delivery import Delivery, TemporaryFailure, formatting
+from topicpulse.delivery.digests import DigestPaper, _on_most_topics
 from topicpulse.insight.momentum import Momentum, SpikeThresholds, check_spike, week_starts
 from topicpulse.models import Paper, StoredPaper, Topic, iso
 from topicpulse.store import Store
@@ -342,6 +345,28 @@ async def test_a_huge_backlog_is_still_one_message(store: Store) -> None:
     assert "1201 new papers" in text
     assert len(sender.ids_to(1)) <= 5 and set(sender.ids_to(1)) <= fan.expected[1]
     assert await pending(store) == 0
+
+
+def test_a_catch_ups_best_are_the_papers_on_most_topics_newest_first() -> None:
+    """``_on_most_topics`` (taken level by level, the papers sharing a list per combination
+    of topics) picks what ``heapq.nlargest`` by (topics, published, id) would, in its order."""
+    rng = random.Random(7)
+    topic_list = [
+        Topic(id=i, kind="custom", slug=None, name=f"t{i}", description="", query="q", fts="q")
+        for i in range(1, 5)
+    ]
+    for trial in range(200):
+        shared = [topic_list[: rng.randint(1, 4)] for _ in range(rng.randint(1, 4))]
+        papers = [
+            DigestPaper(n, f"2026-01-{rng.randint(1, 9):02d}", rng.choice(shared))
+            for n in range(1, rng.randint(2, 120))
+        ]
+        combinations = {id(p.topics): p.topics for p in papers}
+        for k in (1, 5, 50):
+            expected = heapq.nlargest(
+                k, papers, key=lambda p: (len(p.topics), p.published, p.paper_id)
+            )
+            assert _on_most_topics(papers, combinations, k) == expected, (trial, k)
 
 
 def test_a_catch_up_fits_whatever_the_names_and_titles() -> None:

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from operator import attrgetter
 
 from topicpulse.delivery import buttons, formatting, tastes
 from topicpulse.delivery.chats import next_digest_at, published_since
@@ -89,16 +90,29 @@ async def digest_papers(store: Store, chat: Chat, now: datetime) -> Digest:
         if pid in found
     ]
     # (a digest holds hundreds of papers on a few combinations of the chat's topics: each
-    # combination's list is made once and shared, read-only)
-    combinations: dict[tuple[int, ...], list[Topic]] = {}
-    for pid, (published, ids) in read.matches.items():
+    # combination's list is made once and shared, read-only; most papers match one topic)
+    known = read.topics
+    combinations: dict[tuple[int, ...], list[Topic]] = {
+        (tid,): [topic] for tid, topic in known.items()
+    }
+    last: DigestPaper | None = None
+    ids: tuple[int, ...] = ()
+    for pid, published, tid in read.matches:  # (in paper order, a row per topic)
+        if last is not None and last.paper_id == pid:
+            ids = (*ids, tid)
+            topics = combinations.get(ids)
+            if topics is None:
+                topics = combinations[ids] = [known[t] for t in ids if t in known]
+            last.topics = topics
+            continue
         if pid in rows:
             continue
-        key = tuple(ids)
-        topics = combinations.get(key)
-        if topics is None:
-            topics = combinations[key] = [read.topics[t] for t in ids if t in read.topics]
-        papers.append(DigestPaper(pid, published, topics))
+        ids = (tid,)
+        topics = combinations.get(ids)
+        if topics is None:  # (a topic the chat no longer follows as it was read)
+            topics = combinations[ids] = []
+        last = DigestPaper(pid, published, topics)
+        papers.append(last)
     if rows:  # (the matches come in paper order; pending rows go among them)
         papers.sort(key=lambda p: p.paper_id)
     digest.papers = papers
@@ -177,6 +191,29 @@ def by_thread(
     return grouped
 
 
+def _on_most_topics(
+    papers: list[DigestPaper], combinations: dict[int, list[Topic]], k: int
+) -> list[DigestPaper]:
+    """The ``k`` papers on the most of the chat's topics, newest first among equals (as
+    ``heapq.nlargest`` by (topics, published, id), without a key tuple per paper: taken from
+    the combinations with the most topics down, usually one or two)."""
+    best: list[DigestPaper] = []
+    sizes = {key: len(topics) for key, topics in combinations.items()}
+    for size in sorted(set(sizes.values()), reverse=True):
+        if len(best) >= k:
+            break
+        if len(sizes) == 1 or all(n == size for n in sizes.values()):
+            level = papers
+        else:
+            keys = {key for key, n in sizes.items() if n == size}
+            level = [p for p in papers if id(p.topics) in keys]
+        best += heapq.nlargest(k - len(best), level, key=_NEWEST)
+    return best
+
+
+_NEWEST = attrgetter("published", "paper_id")
+
+
 async def _pack(store: Store, digest: Digest, papers: list[DigestPaper], *, most: int) -> Packed:
     """The papers packed as digest messages, in the reader's order; written only until they
     take more than ``most`` messages (then the answer is just longer than ``most``)."""
@@ -247,20 +284,19 @@ async def catch_up(store: Store, digest: Digest) -> Outgoing:
     among equals; with a taste, its best among more of them), each with 👍 / 👎, and
     ``/latest`` buttons for the rest."""
     papers = digest.papers
+    # (counted per combination of topics: the papers share a list per combination)
+    combinations = {id(p.topics): p.topics for p in papers}  # (in order of first appearance)
+    per_combination = Counter(id(p.topics) for p in papers)
     counts: Counter[int] = Counter()
     named: dict[int, Topic] = {}
-    for paper in papers:
-        for topic in paper.topics:
-            counts[topic.id] += 1
+    for key, topics in combinations.items():
+        for topic in topics:
+            counts[topic.id] += per_combination[key]
             named.setdefault(topic.id, topic)
     order = {tid: n for n, tid in enumerate(named)}  # first followed first among equals
     ranked = sorted(counts, key=lambda tid: (-counts[tid], order[tid]))
     taste, _ = digest.taste()
-    best = heapq.nlargest(
-        CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST,
-        papers,
-        key=lambda p: (len(p.topics), p.published, p.paper_id),
-    )
+    best = _on_most_topics(papers, combinations, CATCH_UP_CANDIDATES if taste else CATCH_UP_BEST)
     found = {p.id: p for p in await store.papers_by_ids([p.paper_id for p in best])}
     text, rows, thread = await catch_up_view(
         store,
