@@ -72,6 +72,7 @@ from topicpulse.delivery import Delivery, chats
 from topicpulse.delivery.upkeep import run_maintenance
 from topicpulse.models import Paper, iso
 from topicpulse.store import Store
+from topicpulse.store.backup import backup
 from topicpulse.synthetic import generate_papers
 from topicpulse.topics import catalogue
 from topicpulse.topics.matching import match_new_papers
@@ -351,8 +352,11 @@ class Simulation:
         self.population = Population(self.cfg.chats, self.cfg.seed)
         self.modes = await self.population.create(store, SETUP_NOW, write=not prepared)
         if not prepared:  # kept for the next run with the same population and papers
-            await store.checkpoint()
-            shutil.copyfile(db, template)
+            # (through SQLite's online backup: copying the open file with ``shutil`` closed a
+            # descriptor of it in this process, which drops every POSIX lock the process held
+            # on it; a worker's connection closing next took itself for the last one and
+            # removed the WAL under this one, and the run's store was corrupted)
+            backup(db, template)
         spill = db.with_suffix(".listed")
         shutil.rmtree(spill, ignore_errors=True)
         spill.mkdir(parents=True)

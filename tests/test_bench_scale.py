@@ -7,6 +7,7 @@ chat and paper."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -42,3 +43,7 @@ def test_the_scaled_down_week_keeps_the_full_runs_invariants(tmp_path: Path) -> 
     assert max(h["outbox_rows"] for h in hours) <= few_rows
     assert sum(h["instant"] for h in hours) > 0
     assert result["reply_probes_idle"] > 0 and result["reply_p95_idle_ms"] < 5_000
+    # the store the week ran on, and the one prepared for the next run, are whole
+    for db in (tmp_path / "scale-150.db", *tmp_path.glob("scale-prepared-*.db")):
+        with sqlite3.connect(db) as conn:
+            assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok", db
