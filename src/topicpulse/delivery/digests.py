@@ -191,6 +191,9 @@ def by_thread(
     return grouped
 
 
+_NEWEST = attrgetter("published", "paper_id")  # (newest first among equals, as a key)
+
+
 def _on_most_topics(
     papers: list[DigestPaper], combinations: dict[int, list[Topic]], k: int
 ) -> list[DigestPaper]:
@@ -209,9 +212,6 @@ def _on_most_topics(
             level = [p for p in papers if id(p.topics) in keys]
         best += heapq.nlargest(k - len(best), level, key=_NEWEST)
     return best
-
-
-_NEWEST = attrgetter("published", "paper_id")
 
 
 async def _pack(store: Store, digest: Digest, papers: list[DigestPaper], *, most: int) -> Packed:
