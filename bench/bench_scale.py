@@ -312,7 +312,7 @@ class Simulation:
         self.round_done: list[float] = []  # when each round's matches were stored (loop time)
         self.day_ranges: list[tuple[int, int]] = []  # each announcement's paper ids (a, b]
         self.due: dict[int, list[float]] = {}  # digest chat → its due times (loop time)
-        self.week_end = math.inf  # (loop time, once the schedules are read)
+        self.all_due: dict[int, list[float]] = {}  # … within the week (what is owed)
         self.probes: list[tuple[float, float, str, bool]] = []  # (began, latency, cmd, busy)
         self.match_seconds: list[float] = []
         self.round_cpu: list[float] = []
@@ -404,9 +404,10 @@ class Simulation:
             while when < end:
                 times.append(self.clock.at(when))
                 when = chats.next_digest_at(chat, when) or end
-            self.due[chat_id] = times
-        self.all_due = {c: list(t) for c, t in self.due.items()}
-        self.week_end = self.clock.at(end)
+            self.all_due[chat_id] = times
+            # (and the first due time past the week: a digest due at its very end may still go
+            # out as the run closes, and answers that time, not the one a day before)
+            self.due[chat_id] = [*times, self.clock.at(when)]
 
     # ------------------------------------------------------------------ the bot's loops
     async def delivery_worker(self) -> None:
@@ -544,8 +545,6 @@ class Simulation:
                 ledger.listed.append(ledger.keys(message.chat_id, ids))
             if self.modes.get(message.chat_id, "instant") != "instant":
                 record.digests += 1
-                if message.time >= self.week_end:  # (due at the week's last instant: not
-                    continue  # in the schedule, and on time)
                 due = self._match_due(message.chat_id, message.time)
                 ledger.sends.append((due, message.time, KIND_DIGEST))
                 delay = message.time - due
