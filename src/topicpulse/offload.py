@@ -14,7 +14,10 @@ again once; if that fails too, the call runs in a thread as before.
 Training readers' tastes (``insight.taste``) has a pool of its own, one process (``TRAINING``),
 started on the first training: only it imports numpy, scipy and scikit-learn (≈ 75 MB a
 process) and keeps the training caches, where both general workers would otherwise each hold
-a copy, and a user's chart never queues behind a batch of trainings.
+a copy, and a user's chart never queues behind a batch of trainings. Training comes in bursts
+(readers rating, then nothing for hours), so that process stops once it has had nothing to do
+for ``LINGER`` seconds, and its memory (≈ 190 MB with its caches) goes back to the machine;
+the next training starts it again (a fraction of a second, once).
 """
 
 from __future__ import annotations
@@ -38,8 +41,11 @@ WORKERS = 2  # a user's chart never queues behind a whole round's matching
 NICENESS = 10  # how much lower the workers' CPU priority is than the bot's (0 = the same)
 GENERAL, TRAINING = "general", "training"  # the pools, and how many processes each has
 _SIZES = {GENERAL: WORKERS, TRAINING: 1}
+LINGER = {TRAINING: 60.0}  # a pool listed here stops after this many seconds with no calls
 _pools: dict[str, ProcessPoolExecutor] = {}
 _lock = threading.Lock()
+_in_flight: dict[str, int] = {}  # calls running, per pool
+_retiring: dict[str, asyncio.TimerHandle] = {}  # a lingering pool's stop, while it is idle
 
 
 def _executor(name: str = GENERAL) -> ProcessPoolExecutor:
@@ -86,14 +92,34 @@ async def run(fn: Callable[..., T], *args: Any, pool: str = GENERAL) -> T:
     if not _importable(fn):
         return await asyncio.to_thread(fn, *args)
     loop = asyncio.get_running_loop()
-    for attempt in range(2):
-        executor = _executor(pool)
-        try:
-            return await loop.run_in_executor(executor, fn, *args)
-        except BrokenProcessPool:
-            log.warning("the worker process died; starting a new one (try %d)", attempt + 1)
-            _discard(executor)
-    return await asyncio.to_thread(fn, *args)
+    if (stop := _retiring.pop(pool, None)) is not None:
+        stop.cancel()
+    _in_flight[pool] = _in_flight.get(pool, 0) + 1
+    try:
+        for attempt in range(2):
+            executor = _executor(pool)
+            try:
+                return await loop.run_in_executor(executor, fn, *args)
+            except BrokenProcessPool:
+                log.warning("the worker process died; starting a new one (try %d)", attempt + 1)
+                _discard(executor)
+        return await asyncio.to_thread(fn, *args)
+    finally:
+        _in_flight[pool] -= 1
+        if pool in LINGER and not _in_flight[pool]:
+            _retiring[pool] = loop.call_later(LINGER[pool], _retire, pool)
+
+
+def _retire(name: str) -> None:
+    """Stop an idle pool's processes (the next call starts new ones)."""
+    _retiring.pop(name, None)
+    if _in_flight.get(name):
+        return
+    with _lock:
+        pool = _pools.pop(name, None)
+    if pool is not None:
+        log.info("the %s worker process had nothing to do: stopped", name)
+        pool.shutdown(wait=False)
 
 
 def shutdown() -> None:
@@ -101,5 +127,8 @@ def shutdown() -> None:
     with _lock:
         pools = list(_pools.values())
         _pools.clear()
+    for stop in _retiring.values():
+        stop.cancel()
+    _retiring.clear()
     for pool in pools:
         pool.shutdown(wait=True, cancel_futures=True)
