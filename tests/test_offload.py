@@ -82,7 +82,8 @@ async def test_the_training_process_stops_when_idle_and_starts_again_when_needed
 
 
 def _wait_for_file(path: str) -> bool:
-    while not os.path.exists(path):
+    deadline = time.monotonic() + 60  # (a safety net: the test touches it at once)
+    while not os.path.exists(path) and time.monotonic() < deadline:
         time.sleep(0.01)
     return True
 

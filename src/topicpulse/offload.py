@@ -17,7 +17,7 @@ process) and keeps the training caches, where both general workers would otherwi
 a copy, and a user's chart never queues behind a batch of trainings. Training comes in bursts
 (readers rating, then nothing for hours), so that process stops once it has had nothing to do
 for ``LINGER`` seconds, and its memory (≈ 190 MB with its caches) goes back to the machine;
-the next training starts it again (a fraction of a second, once).
+the next training starts it again (about a second, once).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ async def run(fn: Callable[..., T], *args: Any, pool: str = GENERAL) -> T:
         return await asyncio.to_thread(fn, *args)
     finally:
         _in_flight[pool] -= 1
-        if pool in LINGER and not _in_flight[pool]:
+        if pool in LINGER and not _in_flight[pool] and not loop.is_closed():
             _retiring[pool] = loop.call_later(LINGER[pool], _retire, pool)
 
 
