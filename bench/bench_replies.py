@@ -56,7 +56,7 @@ drain), not on a missed target. The machine's load average is printed: other wor
     .venv/bin/python bench/bench_replies.py                # ~3.5 minutes (4 the first time)
     .venv/bin/python bench/bench_replies.py --verbose      # + slowest commands, reads, stacks
     .venv/bin/python bench/bench_replies.py --profile      # + py-spy: who holds the GIL
-    .venv/bin/python bench/bench_replies.py --switch-interval 0.001   # an experiment
+    .venv/bin/python bench/bench_replies.py --switch-interval 0.005   # Python's default
     .venv/bin/python bench/bench_replies.py --arxiv-nice 0            # arXiv competing for CPU
 """
 
@@ -137,6 +137,7 @@ def child_main() -> int:
     from telegram import Update
     from telegram.ext import Application
 
+    from topicpulse import heap
     from topicpulse.bot import app as botapp
     from topicpulse.bot.ratelimit import TelegramRateLimiter
     from topicpulse.config import load_settings
@@ -338,6 +339,7 @@ def child_main() -> int:
     if not light:
         patch([(TelegramRateLimiter, "process_request")], timed_limit)
 
+    heap.favour_replies()  # (as run_bot does)
     if os.environ.get(SWITCH_ENV):  # --switch-interval: an experiment, not the bot's setting
         sys.setswitchinterval(float(os.environ[SWITCH_ENV]))
     settings = load_settings()
@@ -1459,7 +1461,7 @@ def parse_args() -> argparse.Namespace:
         "--switch-interval",
         type=float,
         default=0.0,
-        help="experiment: sys.setswitchinterval in the bot (Python's default 0.005 s)",
+        help="experiment: sys.setswitchinterval in the bot (the bot's: heap.SWITCH_INTERVAL)",
     )
     parser.add_argument(
         "--arxiv-nice",

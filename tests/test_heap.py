@@ -47,3 +47,11 @@ def test_capped_arenas_are_shared_by_threads_that_allocate_at_once() -> None:
 
 def test_trim_runs() -> None:
     assert heap.trim()
+
+
+def test_the_bot_hands_the_interpreters_lock_over_sooner() -> None:
+    code = "import sys; from topicpulse import heap; heap.favour_replies()"
+    code += "; print(sys.getswitchinterval())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert float(out.stdout) == pytest.approx(heap.SWITCH_INTERVAL)
+    assert heap.SWITCH_INTERVAL < 0.005  # (Python's own)

@@ -436,6 +436,7 @@ def run_bot(settings: Settings) -> None:
     of breaking into a request half sent (python-telegram-bot's own handlers raise
     ``SystemExit`` wherever the loop is, which could leave the database open)."""
     heap.limit_arenas()  # before any thread starts (topicpulse.heap)
+    heap.favour_replies()
     app = build_application(settings)
 
     async def until_stopped() -> None:
