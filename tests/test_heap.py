@@ -1,5 +1,5 @@
 """The process's heap (``topicpulse.heap``): with the arenas capped, threads that allocate at
-once share them, and trimming is available where glibc is."""
+once share them, and trimming is available where glibc is; the GIL is handed over sooner."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 from topicpulse import heap
 
-pytestmark = pytest.mark.skipif(heap._libc() is None, reason="not glibc: nothing to cap or trim")
+glibc = pytest.mark.skipif(heap._libc() is None, reason="not glibc: nothing to cap or trim")
 
 THREADS = textwrap.dedent(
     """
@@ -40,11 +40,13 @@ def arenas(cap: int) -> int:
     return sum(1 for line in done.stderr.splitlines() if line.startswith("Arena "))
 
 
+@glibc
 def test_capped_arenas_are_shared_by_threads_that_allocate_at_once() -> None:
     assert arenas(2) <= 2
     assert arenas(1) == 1
 
 
+@glibc
 def test_trim_runs() -> None:
     assert heap.trim()
 

@@ -205,7 +205,7 @@ def _on_most_topics(
     for size in sorted(set(sizes.values()), reverse=True):
         if len(best) >= k:
             break
-        if len(sizes) == 1 or all(n == size for n in sizes.values()):
+        if all(n == size for n in sizes.values()):
             level = papers
         else:
             keys = {key for key, n in sizes.items() if n == size}
