@@ -605,3 +605,29 @@ async def test_momentum_of_many_topics_at_once_equals_one_by_one(store: Store) -
         one = [await compute(store, topic=t, as_of=as_of) for t in topics]
         assert many == one
         assert any(m.last_4w for m in many)
+
+
+async def test_a_momentum_is_one_trip_to_the_store(store: Store) -> None:
+    """A reply's reads each wait for the event loop while a round runs (bench_replies): one
+    topic's momentum, a query's, and any number of topics' are each one trip to a reader."""
+    await sync_catalogue(store, CATALOGUE)
+    await store.upsert_papers(generate_papers(count=300, start=date(2026, 2, 2), days=84, seed=3))
+    await match_new_papers(store)
+    topics = await store.topics(kind="catalogue")
+    trips = 0
+    borrow = store._read
+
+    def counted() -> object:
+        nonlocal trips
+        trips += 1
+        return borrow()
+
+    store._read = counted  # type: ignore[method-assign]
+    as_of = as_of_day(date(2026, 4, 26))
+    for reading in (
+        compute(store, topic=topics[0], as_of=as_of),
+        compute(store, fts="agent*", query="agent*", as_of=as_of),
+        momentum.compute_many(store, topics, as_of=as_of),
+    ):
+        trips = 0
+        assert (await reading) and trips == 1

@@ -106,12 +106,12 @@ async def unfollow(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def _list_view(tp: BotContext, chat_id: int) -> tuple[list[str], views.Keyboard]:
-    chat = await tp.store.chat(chat_id)
+    chat, subscriptions, left_out = await tp.store.following(chat_id)
     assert chat is not None
     now = tp.clock()
-    topics = [s.topic for s in await tp.store.subscriptions(chat_id)]
+    topics = [s.topic for s in subscriptions]
     moments = await momentum.compute_many(tp.store, topics, as_of=now)
-    moments = await refine.viewed_moments(tp.store, chat_id, topics, moments, now)
+    moments = await refine.viewed_moments(tp.store, topics, moments, left_out, now)
     return views.followed_list(chat, list(zip(topics, moments, strict=True)))
 
 

@@ -240,12 +240,17 @@ async def left_out(store: Store, chat_id: int) -> list[tuple[Refinement, str]]:
 
 
 async def viewed_moments(
-    store: Store, chat_id: int, topics: Sequence[Topic], moments: Sequence[Momentum], now: datetime
+    store: Store,
+    topics: Sequence[Topic],
+    moments: Sequence[Momentum],
+    left_out: Sequence[Refinement],
+    now: datetime,
 ) -> list[Momentum]:
     """/list's momentum of each topic as the chat sees it: a catalogue topic it left words out
-    of is counted without their papers, and named so."""
+    of (``left_out``: the chat's, ``Store.following``) is counted without their papers, and
+    named so."""
     views: dict[int, list[Refinement]] = {}
-    for refinement in await store.left_out(chat_id):
+    for refinement in left_out:
         if not refinement.in_query:
             views.setdefault(refinement.topic_id, []).append(refinement)
     shown = list(moments)

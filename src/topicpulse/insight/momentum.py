@@ -123,30 +123,28 @@ async def compute(
     fts: str | None = None,
     query: str = "",
     as_of: datetime | None = None,
-    all_last: int | None = None,
 ) -> Momentum:
-    """Momentum of a stored topic (by its matches) or of an FTS query (by the full-text index).
-
-    All windows come from one count over the union of their edges. ``all_last`` (papers in the
-    whole store in the last 28 days) may be passed in when computing many topics at once."""
+    """Momentum of a stored topic (by its matches) or of an FTS query (by the full-text index),
+    in one trip to the store: its windows (one count over the union of their edges), the whole
+    store's papers in the last four weeks, and its papers in all."""
     as_of = as_of or utcnow()
     source = {"topic_id": topic.id} if topic else {"fts": fts}
-    counts = await store.count_windows([iso(p) for p in _points(as_of)], **source)
-    if all_last is None:
-        (all_last,) = await store.count_windows([iso(as_of - WINDOW), iso(as_of)])
-    total = await store.count_matches(**source)
-    return _assemble(topic, query, as_of, counts, total, all_last)
+    counts, store_wide, total = await store.momentum_counts(
+        [iso(p) for p in _points(as_of)], [iso(as_of - WINDOW), iso(as_of)], **source
+    )
+    return _assemble(topic, query, as_of, counts, total, store_wide)
 
 
 async def compute_many(store: Store, topics: list[Topic], *, as_of: datetime) -> list[Momentum]:
-    """Momentum of several stored topics as of one instant, in two reads for any number of
-    topics: the store's total, then every topic's windows as indexed range counts in one
+    """Momentum of several stored topics as of one instant, in one trip for any number of
+    topics: the store's total and every topic's windows as indexed range counts in one
     statement (one grouped pass over all their matches is slower; one read per topic made /list
     hop to the reader thread 2N times, each hop a wait for the GIL while a round runs)."""
-    (all_last,) = await store.count_windows([iso(as_of - WINDOW), iso(as_of)])
     if not topics:
         return []
-    found = await store.topics_windows([iso(p) for p in _points(as_of)], [t.id for t in topics])
+    found, all_last = await store.topics_windows(
+        [iso(p) for p in _points(as_of)], [t.id for t in topics], [iso(as_of - WINDOW), iso(as_of)]
+    )
     result = []
     for n, t in enumerate(topics, start=1):
         if n % YIELD_EVERY == 0:  # hundreds of topics (spike detection): let replies run

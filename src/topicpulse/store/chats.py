@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sqlite3
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ from topicpulse.models import Chat, Subscription, Topic
 from topicpulse.store import rows
 from topicpulse.store.database import Database
 from topicpulse.store.digests import materialise, owed_alerts_as_rows
+from topicpulse.store.refinements import Refinement, left_out
 
 CHAT_SETTINGS = frozenset(
     {"paused", "mode", "digest_time", "digest_weekday", "timezone", "spikes", "next_digest_at"}
@@ -260,6 +262,26 @@ class ChatQueries(Database):
     async def subscriptions(self, chat_id: int) -> list[Subscription]:
         found = await self._rows(rows.FOLLOWED, (chat_id,))
         return [Subscription(r["chat_id"], rows.topic(r), r["followed_at"]) for r in found]
+
+    async def following(
+        self, chat_id: int
+    ) -> tuple[Chat | None, list[Subscription], list[Refinement]]:
+        """The chat's row, its subscriptions and the words it leaves out of them, in one trip to
+        a reader (what /list shows besides the counts)."""
+
+        def read(
+            conn: sqlite3.Connection,
+        ) -> tuple[Chat | None, list[Subscription], list[Refinement]]:
+            row = conn.execute(
+                f"SELECT {rows.CHAT_COLUMNS} FROM chats WHERE chat_id = ?", (chat_id,)
+            ).fetchone()
+            subscriptions = [
+                Subscription(r["chat_id"], rows.topic(r), r["followed_at"])
+                for r in conn.execute(rows.FOLLOWED, (chat_id,))
+            ]
+            return (rows.chat(row) if row else None), subscriptions, left_out(conn, chat_id)
+
+        return await self._trip(read)
 
     async def subscribed_topic(self, chat_id: int, topic_id: int) -> Topic | None:
         """The topic if this chat follows it, as this chat sees it (its own spelling)."""

@@ -4,6 +4,7 @@ the whole store), a topic's or a query's papers, and the spike episodes of topic
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,75 +24,45 @@ class CountQueries(Database):
         self, edges: Sequence[str], *, topic_id: int | None = None, fts: str | None = None
     ) -> list[int]:
         """Papers first published in each window [edges[i], edges[i+1]) — of one topic, of an
-        FTS query, or of the whole store — in one statement: an index range count per window
-        (a topic, the store), or one full-text match summed per window (a query)."""
+        FTS query, or of the whole store — in one statement (``_windows``)."""
         if len(edges) < 2:
             return []
-        if fts is None:  # a range count per window: ~15× faster than a sum() per window per row
-            table = "papers WHERE"
-            if topic_id is not None:
-                table = "topic_papers WHERE topic_id = ? AND"
-            counts = ", ".join(
-                f"(SELECT count(*) FROM {table} published >= ? AND published < ?)"
-                for _ in range(len(edges) - 1)
-            )
-            window_args: list[Any] = []
-            for lo, hi in itertools.pairwise(edges):
-                window_args += [topic_id, lo, hi] if topic_id is not None else [lo, hi]
-            row = await self._row(f"SELECT {counts}", window_args)
-            return [int(v) for v in row] if row else []
-        # A query: one full-text match, its papers summed per window.
-        sums = ", ".join(
-            f"coalesce(sum(published >= ?{2 * i + 1} AND published < ?{2 * i + 2}), 0)"
-            for i in range(len(edges) - 1)
-        )
-        args: list[Any] = []
-        for lo, hi in itertools.pairwise(edges):
-            args += [lo, hi]
-        lo_mark, hi_mark, fts_mark = len(args) + 1, len(args) + 2, len(args) + 3
-        args += [min(edges), max(edges), fts]
-        row = await self._row(
-            f"SELECT {sums} FROM papers WHERE id IN (SELECT rowid FROM papers_fts"
-            f" WHERE papers_fts MATCH ?{fts_mark})"
-            f" AND published >= ?{lo_mark} AND published < ?{hi_mark}",
-            args,
-        )
-        return [int(v) for v in row] if row else []
+        return await self._trip(lambda conn: _windows(conn, edges, topic_id, fts))
+
+    async def momentum_counts(
+        self,
+        edges: Sequence[str],
+        whole: Sequence[str],
+        *,
+        topic_id: int | None = None,
+        fts: str | None = None,
+    ) -> tuple[list[int], int, int]:
+        """What a topic's (or a query's) momentum counts, in one trip to a reader: its papers
+        per window of ``edges``, the whole store's papers in the window ``whole``, and its
+        papers in all. (Three trips were three waits for the event loop while a round runs.)"""
+
+        def read(conn: sqlite3.Connection) -> tuple[list[int], int, int]:
+            (store_wide,) = _windows(conn, whole, None, None)
+            return _windows(conn, edges, topic_id, fts), store_wide, _matches(conn, topic_id, fts)
+
+        return await self._trip(read)
 
     async def topics_windows(
-        self, edges: Sequence[str], topic_ids: Sequence[int]
-    ) -> dict[int, tuple[list[int], int]]:
+        self, edges: Sequence[str], topic_ids: Sequence[int], whole: Sequence[str]
+    ) -> tuple[dict[int, tuple[list[int], int]], int]:
         """For each topic: its papers in each window [edges[i], edges[i+1]) and its papers in
         all, as index range counts — a few statements for any number of topics (a reply to
-        /list reads once, not twice per followed topic)."""
-        found: dict[int, tuple[list[int], int]] = {}
-        windows = list(itertools.pairwise(edges))
-        per_topic = [
-            "(SELECT count(*) FROM topic_papers WHERE topic_id = ? AND published >= ?"
-            " AND published < ?)"
-        ] * len(windows) + ["(SELECT count(*) FROM topic_papers WHERE topic_id = ?)"]
-        for start in range(0, len(topic_ids), _TOPICS_PER_STATEMENT):
-            chunk = topic_ids[start : start + _TOPICS_PER_STATEMENT]
-            args: list[Any] = []
-            for topic_id in chunk:
-                for lo, hi in windows:
-                    args += [topic_id, lo, hi]
-                args.append(topic_id)
-            row = await self._row(f"SELECT {', '.join(per_topic * len(chunk))}", args)
-            assert row is not None
-            values = [int(v) for v in row]
-            width = len(per_topic)
-            for n, topic_id in enumerate(chunk):
-                counts = values[n * width : (n + 1) * width]
-                found[topic_id] = (counts[:-1], counts[-1])
-        return found
+        /list reads once, not twice per followed topic) — and the whole store's papers in the
+        window ``whole``, in one trip to a reader."""
+
+        def read(conn: sqlite3.Connection) -> tuple[dict[int, tuple[list[int], int]], int]:
+            (store_wide,) = _windows(conn, whole, None, None)
+            return _topics_windows(conn, edges, topic_ids), store_wide
+
+        return await self._trip(read)
 
     async def count_matches(self, *, topic_id: int | None = None, fts: str | None = None) -> int:
-        if topic_id is not None:
-            sql, args = "SELECT count(*) FROM topic_papers WHERE topic_id = ?", (topic_id,)
-        else:
-            sql, args = "SELECT count(*) FROM papers_fts WHERE papers_fts MATCH ?", (fts,)
-        return int(await self._value(sql, args))
+        return await self._trip(lambda conn: _matches(conn, topic_id, fts))
 
     async def matching_papers(
         self,
@@ -224,3 +195,76 @@ class CountQueries(Database):
             f"SELECT {rows.EPISODE_COLUMNS} FROM spike_episodes WHERE id = ?", (episode_id,)
         )
         return rows.episode(row) if row else None
+
+
+def _windows(
+    conn: sqlite3.Connection, edges: Sequence[str], topic_id: int | None, fts: str | None
+) -> list[int]:
+    """``CountQueries.count_windows`` on the reader's thread: an index range count per window
+    (a topic, the store), or one full-text match summed per window (a query)."""
+    if len(edges) < 2:
+        return []
+    if fts is None:  # a range count per window: ~15× faster than a sum() per window per row
+        table = "papers WHERE"
+        if topic_id is not None:
+            table = "topic_papers WHERE topic_id = ? AND"
+        counts = ", ".join(
+            f"(SELECT count(*) FROM {table} published >= ? AND published < ?)"
+            for _ in range(len(edges) - 1)
+        )
+        window_args: list[Any] = []
+        for lo, hi in itertools.pairwise(edges):
+            window_args += [topic_id, lo, hi] if topic_id is not None else [lo, hi]
+        row = conn.execute(f"SELECT {counts}", window_args).fetchone()
+        return [int(v) for v in row] if row else []
+    sums = ", ".join(
+        f"coalesce(sum(published >= ?{2 * i + 1} AND published < ?{2 * i + 2}), 0)"
+        for i in range(len(edges) - 1)
+    )
+    args: list[Any] = []
+    for lo, hi in itertools.pairwise(edges):
+        args += [lo, hi]
+    lo_mark, hi_mark, fts_mark = len(args) + 1, len(args) + 2, len(args) + 3
+    args += [min(edges), max(edges), fts]
+    row = conn.execute(
+        f"SELECT {sums} FROM papers WHERE id IN (SELECT rowid FROM papers_fts"
+        f" WHERE papers_fts MATCH ?{fts_mark})"
+        f" AND published >= ?{lo_mark} AND published < ?{hi_mark}",
+        args,
+    ).fetchone()
+    return [int(v) for v in row] if row else []
+
+
+def _topics_windows(
+    conn: sqlite3.Connection, edges: Sequence[str], topic_ids: Sequence[int]
+) -> dict[int, tuple[list[int], int]]:
+    """``CountQueries.topics_windows``' per-topic counts on the reader's thread."""
+    found: dict[int, tuple[list[int], int]] = {}
+    windows = list(itertools.pairwise(edges))
+    per_topic = [
+        "(SELECT count(*) FROM topic_papers WHERE topic_id = ? AND published >= ?"
+        " AND published < ?)"
+    ] * len(windows) + ["(SELECT count(*) FROM topic_papers WHERE topic_id = ?)"]
+    for start in range(0, len(topic_ids), _TOPICS_PER_STATEMENT):
+        chunk = topic_ids[start : start + _TOPICS_PER_STATEMENT]
+        args: list[Any] = []
+        for topic_id in chunk:
+            for lo, hi in windows:
+                args += [topic_id, lo, hi]
+            args.append(topic_id)
+        row = conn.execute(f"SELECT {', '.join(per_topic * len(chunk))}", args).fetchone()
+        values = [int(v) for v in row]
+        width = len(per_topic)
+        for n, topic_id in enumerate(chunk):
+            counts = values[n * width : (n + 1) * width]
+            found[topic_id] = (counts[:-1], counts[-1])
+    return found
+
+
+def _matches(conn: sqlite3.Connection, topic_id: int | None, fts: str | None) -> int:
+    """A topic's (or a full-text query's) papers in all."""
+    if topic_id is not None:
+        sql, args = "SELECT count(*) FROM topic_papers WHERE topic_id = ?", (topic_id,)
+    else:
+        sql, args = "SELECT count(*) FROM papers_fts WHERE papers_fts MATCH ?", (fts,)
+    return int(conn.execute(sql, args).fetchone()[0])

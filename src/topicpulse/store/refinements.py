@@ -5,6 +5,7 @@ a subscription to a refined custom query, and what the offers are decided from (
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
 
 from topicpulse.store import rows
@@ -94,13 +95,7 @@ class RefinementQueries(Database):
     async def left_out(self, chat_id: int) -> list[Refinement]:
         """The words the chat leaves out of topics it follows now (its views, and the words
         refinements put into its custom queries), oldest first."""
-        found = await self._rows(
-            f"SELECT {rows.prefixed(rows.columns(Refinement), 'x')} FROM refinements x"
-            " JOIN subscriptions s ON s.chat_id = x.chat_id AND s.topic_id = x.topic_id"
-            " WHERE x.chat_id = ? AND x.state = 'left_out' ORDER BY x.decided_at, x.id",
-            (chat_id,),
-        )
-        return [rows.model(Refinement, r, flags=("in_query",)) for r in found]
+        return await self._trip(lambda conn: left_out(conn, chat_id))
 
     async def decide_refinement(
         self,
@@ -162,3 +157,14 @@ class RefinementQueries(Database):
                 (now, int(in_query), stamp, refinement_id),
             )
         return True
+
+
+def left_out(conn: sqlite3.Connection, chat_id: int) -> list[Refinement]:
+    """``RefinementQueries.left_out`` on the reader's thread (``Database._trip``)."""
+    found = conn.execute(
+        f"SELECT {rows.prefixed(rows.columns(Refinement), 'x')} FROM refinements x"
+        " JOIN subscriptions s ON s.chat_id = x.chat_id AND s.topic_id = x.topic_id"
+        " WHERE x.chat_id = ? AND x.state = 'left_out' ORDER BY x.decided_at, x.id",
+        (chat_id,),
+    )
+    return [rows.model(Refinement, r, flags=("in_query",)) for r in found]
