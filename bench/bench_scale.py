@@ -900,6 +900,7 @@ async def simulate(cfg: Config) -> dict[str, Any]:
 
 def main() -> int:
     heap.limit_arenas()  # as the bot does at start (topicpulse.heap)
+    heap.favour_replies()  # … and hands the GIL over as soon
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chats", type=int, default=100_000)
     parser.add_argument("--days", type=int, default=7)
