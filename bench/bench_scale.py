@@ -324,6 +324,7 @@ class Simulation:
         self.worker_rss_mb = 0.0
         self.peak_rss = 0  # bytes, sampled each simulated minute while the bot runs
         self.reply_log: dict[int, list[float]] = defaultdict(list)  # probe chat → reply times
+        self.began = time.monotonic()  # (the run's start, once set up)
 
     # ------------------------------------------------------------------ set-up
     async def setup(self, db: Path) -> None:
@@ -508,6 +509,15 @@ class Simulation:
             cpu = done
             self.hours.append(record)
             hour += 1
+            if hour % 24 == 0:  # (a long run says where it is)
+                day = self.hours[-24:]
+                print(
+                    f"day {hour // 24}: {time.monotonic() - self.began:.0f} s of the run,"
+                    f" {sum(h.messages for h in day):,} messages,"
+                    f" bot CPU {sum(h.cpu_s for h in day):.0f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
     def _worker_cpu(self) -> float:
         """CPU seconds of the bot's worker processes (matching runs there, as in the bot)."""
@@ -582,6 +592,7 @@ class Simulation:
     async def run(self) -> dict[str, Any]:
         end = self.clock.at(START + timedelta(days=self.cfg.days))
         began, cpu0 = time.monotonic(), time.process_time() + self._worker_cpu()
+        self.began = began
         worker = self.loop.create_task(self.delivery_worker())
         tasks = [
             self.loop.create_task(self.announcer()),
