@@ -76,3 +76,32 @@ async def test_settling_in_one_trip_after_a_checkpoint(store: Store) -> None:
     await store.settle_digest(chat, outbox_ids=[], paper_ids=[], through=3)
     settled = await store.chat(chat_id)
     assert settled is not None and settled.digest_through == 3
+
+
+async def test_what_list_shows_is_read_in_one_trip(store: Store) -> None:
+    """/list's chat, subscriptions and left-out words (``Store.following``) agree with the
+    separate reads and take one trip to a reader (each trip waits for the loop in a round)."""
+    await store.ensure_chat(7)
+    topics = [
+        await store.custom_topic(name=w, query=w, normalised=w, fts=w) for w in ("grpo", "dpo")
+    ]
+    for topic_id in topics:
+        await store.subscribe(7, topic_id)
+    offer = await store.offer_refinement(7, topics[0], "math", "math", 3)
+    assert offer is not None
+    assert await store.decide_refinement(offer.id, was="offered", now="left_out")
+    trips = 0
+    borrow = store._read
+
+    def counted() -> object:
+        nonlocal trips
+        trips += 1
+        return borrow()
+
+    store._read = counted  # type: ignore[method-assign]
+    chat, subscriptions, left_out = await store.following(7)
+    assert trips == 1
+    assert chat == await store.chat(7)
+    assert subscriptions == await store.subscriptions(7)
+    assert [r.term for r in left_out] == ["math"] and left_out == await store.left_out(7)
+    assert await store.following(8) == (None, [], [])
