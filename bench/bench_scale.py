@@ -71,7 +71,7 @@ from topicpulse.config import Settings
 from topicpulse.delivery import Delivery, chats
 from topicpulse.delivery.upkeep import run_maintenance
 from topicpulse.models import Paper, iso
-from topicpulse.store import Store
+from topicpulse.store import Store, lock
 from topicpulse.store.backup import backup
 from topicpulse.synthetic import generate_papers
 from topicpulse.topics import catalogue
@@ -902,8 +902,14 @@ async def simulate(cfg: Config) -> dict[str, Any]:
     count_aiosqlite_work()
     cfg.out.mkdir(parents=True, exist_ok=True)
     db = cfg.out / f"scale-{cfg.chats}.db"
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    try:
+        with lock.exclusive(db):  # (a run still going on this --out: leave its store alone)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{db}{suffix}").unlink(missing_ok=True)
+    except lock.DatabaseInUse:
+        raise SystemExit(
+            f"{db} is in use by another run: give this one its own --out, or wait for it"
+        ) from None
     sim = Simulation(cfg)
     await sim.setup(db)
     return await sim.run()

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from topicpulse.store import lock
+
 BENCH = Path(__file__).resolve().parents[1] / "bench" / "bench_scale.py"
 
 
@@ -47,3 +49,20 @@ def test_the_scaled_down_week_keeps_the_full_runs_invariants(tmp_path: Path) -> 
     for db in (tmp_path / "scale-150.db", *tmp_path.glob("scale-prepared-*.db")):
         with sqlite3.connect(db) as conn:
             assert conn.execute("PRAGMA quick_check").fetchone()[0] == "ok", db
+
+
+async def test_a_second_run_on_the_same_folder_leaves_the_running_ones_store_alone(
+    tmp_path: Path,
+) -> None:
+    """A run removes the store it starts from: not while another run has it open."""
+    db = tmp_path / "scale-150.db"
+    db.write_bytes(b"a running week's store")
+    held = await lock.hold_shared(db)  # (as a running store holds it)
+    try:
+        command = [sys.executable, str(BENCH), "--chats", "150", "--out", str(tmp_path), "--json"]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    finally:
+        lock.release(held)
+    assert done.returncode != 0
+    assert "in use by another run" in done.stderr
+    assert db.read_bytes() == b"a running week's store"
