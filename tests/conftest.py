@@ -107,3 +107,18 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
         yield opened
     finally:
         await opened.close()
+
+
+class Trips:
+    """Counts a store's trips to a reader from now on (each borrow of a read connection,
+    ``Database._read``): a reply's reads each wait for the event loop while a round runs."""
+
+    def __init__(self, store: Store) -> None:
+        self.count = 0
+        borrow = store._read
+
+        def counted() -> object:
+            self.count += 1
+            return borrow()
+
+        store._read = counted  # type: ignore[method-assign]

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import LISTINGS, ROOT
+from conftest import LISTINGS, ROOT, Trips
 from topicpulse.insight import momentum
 from topicpulse.insight.momentum import (
     Momentum,
@@ -614,20 +614,12 @@ async def test_a_momentum_is_one_trip_to_the_store(store: Store) -> None:
     await store.upsert_papers(generate_papers(count=300, start=date(2026, 2, 2), days=84, seed=3))
     await match_new_papers(store)
     topics = await store.topics(kind="catalogue")
-    trips = 0
-    borrow = store._read
-
-    def counted() -> object:
-        nonlocal trips
-        trips += 1
-        return borrow()
-
-    store._read = counted  # type: ignore[method-assign]
+    trips = Trips(store)
     as_of = as_of_day(date(2026, 4, 26))
     for reading in (
         compute(store, topic=topics[0], as_of=as_of),
         compute(store, fts="agent*", query="agent*", as_of=as_of),
         momentum.compute_many(store, topics, as_of=as_of),
     ):
-        trips = 0
-        assert (await reading) and trips == 1
+        trips.count = 0
+        assert (await reading) and trips.count == 1

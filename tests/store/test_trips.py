@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 
+from conftest import Trips
 from topicpulse.store import Store
 
 
@@ -90,17 +91,9 @@ async def test_what_list_shows_is_read_in_one_trip(store: Store) -> None:
     offer = await store.offer_refinement(7, topics[0], "math", "math", 3)
     assert offer is not None
     assert await store.decide_refinement(offer.id, was="offered", now="left_out")
-    trips = 0
-    borrow = store._read
-
-    def counted() -> object:
-        nonlocal trips
-        trips += 1
-        return borrow()
-
-    store._read = counted  # type: ignore[method-assign]
+    trips = Trips(store)
     chat, subscriptions, left_out = await store.following(7)
-    assert trips == 1
+    assert trips.count == 1
     assert chat == await store.chat(7)
     assert subscriptions == await store.subscriptions(7)
     assert [r.term for r in left_out] == ["math"] and left_out == await store.left_out(7)
