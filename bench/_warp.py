@@ -7,6 +7,13 @@ batch in ``asyncio.to_thread``), the loop jumps its clock to that timer instead 
 Work is never skipped: while a thread works, or callbacks are ready, time runs as real time. So
 a simulated week takes as long as the work in it, and CPU that cannot keep up shows as delay.
 
+One exception, work done ahead: while only the assembly process works (``delivery.prefetch``:
+the next chats' digests, which nothing awaits yet), the clock still jumps to timers at most
+``AHEAD_JUMP`` away — the rate limiter's next token — so the sends go on beside it, as they
+would in real time on a second core; a longer wait (nothing left to send) runs as real time.
+The loop's clock never runs slower than real time, so a result the loop ends up waiting for
+arrives no earlier in loop time than it would in reality: delays come out, if anything, long.
+
 ``FakeWire``: a ``BaseRequest`` handing each request to ``FakeTelegram.call`` — the fake's
 methods, limits and records; PTB still builds the request, parses the answer and raises its
 errors (``RetryAfter``, ``BadRequest``…), and the rate limiter paces it, all on loop time.
@@ -25,6 +32,10 @@ from typing import Any
 import aiosqlite
 from telegram.request import BaseRequest, RequestData
 
+from topicpulse import offload
+
+AHEAD_JUMP = 1.0  # seconds: the longest jump while only work done ahead is running
+
 
 class _WarpSelector:
     """The loop's selector: a wait for timers only becomes a jump of the loop's clock."""
@@ -40,6 +51,8 @@ class _WarpSelector:
         events = self._inner.select(0)
         if events or timeout is None:
             return events or self._inner.select(timeout)
+        if loop.ahead > 0 and timeout > AHEAD_JUMP:
+            return self._inner.select(timeout)
         loop.offset += timeout  # nothing can happen before the next timer: go there
         loop.warped += timeout
         return []
@@ -56,6 +69,7 @@ class WarpLoop(asyncio.SelectorEventLoop):
         self.offset = 0.0
         self.warped = 0.0  # seconds skipped
         self.busy = 0
+        self.ahead = 0  # calls to the assembly process running (work done ahead)
         self._selector = _WarpSelector(self._selector, self)  # type: ignore[has-type,assignment]
 
     def time(self) -> float:
@@ -63,12 +77,19 @@ class WarpLoop(asyncio.SelectorEventLoop):
 
     def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> Any:
         future = super().run_in_executor(executor, func, *args)
+        if executor is not None and executor is offload.pool_if_started(offload.ASSEMBLY):
+            self.ahead += 1
+            future.add_done_callback(self._ahead_done)
+            return future
         self.busy += 1
         future.add_done_callback(self._done)
         return future
 
     def _done(self, _: object) -> None:
         self.busy -= 1
+
+    def _ahead_done(self, _: object) -> None:
+        self.ahead -= 1
 
 
 def count_aiosqlite_work() -> None:

@@ -61,7 +61,7 @@ from _support import OUT, percentile
 from _warp import FakeWire, SimClock, WarpLoop, count_aiosqlite_work
 from bench_growth import QueryMaker
 from fake_telegram import FakeTelegram
-from topicpulse import heap
+from topicpulse import heap, offload
 from topicpulse.bot import handlers
 from topicpulse.bot.app import DELIVERY_TICK  # (the worker's pace when nothing wakes it)
 from topicpulse.bot.common import BotContext
@@ -521,7 +521,9 @@ class Simulation:
 
     def _worker_cpu(self) -> float:
         """CPU seconds of the bot's worker processes (matching runs there, as in the bot)."""
-        return sum(sum(c.cpu_times()[:2]) for c in self.process.children(recursive=True))
+        ended = resource.getrusage(resource.RUSAGE_CHILDREN)  # (worker processes that stopped)
+        running = sum(sum(c.cpu_times()[:2]) for c in self.process.children(recursive=True))
+        return running + ended.ru_utime + ended.ru_stime
 
     def _worker_rss_mb(self) -> float:
         return sum(c.memory_info().rss for c in self.process.children(recursive=True)) / 2**20
@@ -740,6 +742,10 @@ class Simulation:
                 for began, done in zip(self.round_times, self.round_done, strict=True)
             ],  # a round's length on the simulated clock: its papers matched
             "bot_cpu_s": round(cpu, 1),
+            "assembled_ahead": {  # chats whose messages the assembly process made (prefetch)
+                "used": self.delivery.ahead.used,
+                "stale": self.delivery.ahead.stale,
+            },
             "wall_s": round(wall, 1),
             "setup_s": round(self.setup_seconds, 1),
             "setup_prepared_before": self.prepared,
@@ -945,6 +951,7 @@ def main() -> int:
         result = loop.run_until_complete(simulate(cfg))
     finally:
         loop.close()
+        offload.shutdown()  # (the worker processes: none outlives the run)
     if os.environ.get("SCALE_DEBUG"):
         print(result.get("mismatch_sample"), result.get("late_examples"), file=sys.stderr)
     if args.json:

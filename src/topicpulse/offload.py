@@ -18,6 +18,10 @@ a copy, and a user's chart never queues behind a batch of trainings. Training co
 (readers rating, then nothing for hours), so that process stops once it has had nothing to do
 for ``LINGER`` seconds, and its memory (≈ 190 MB with its caches) goes back to the machine;
 the next training starts it again (about a second, once).
+
+In a delivery burst, the next chats' digests and alerts are assembled in a process of their
+own too (``ASSEMBLY``, ``delivery.prefetch``), so the event loop only sends; it stops after an
+hour without bursts.
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ T = TypeVar("T")
 WORKERS = 2  # a user's chart never queues behind a whole round's matching
 NICENESS = 10  # how much lower the workers' CPU priority is than the bot's (0 = the same)
 GENERAL, TRAINING = "general", "training"  # the pools, and how many processes each has
-_SIZES = {GENERAL: WORKERS, TRAINING: 1}
-LINGER = {TRAINING: 60.0}  # a pool listed here stops after this many seconds with no calls
+ASSEMBLY = "assembly"  # digests and alerts assembled ahead in a burst (delivery.prefetch)
+_SIZES = {GENERAL: WORKERS, TRAINING: 1, ASSEMBLY: 1}
+# a pool listed here stops after this many seconds with no calls
+LINGER = {TRAINING: 60.0, ASSEMBLY: 3600.0}  # (assembly: digests fall due hourly)
 _pools: dict[str, ProcessPoolExecutor] = {}
 _lock = threading.Lock()
 _in_flight: dict[str, int] = {}  # calls running, per pool
@@ -58,6 +64,11 @@ def _executor(name: str = GENERAL) -> ProcessPoolExecutor:
                 initializer=_lower_priority,
             )
         return pool
+
+
+def pool_if_started(name: str) -> ProcessPoolExecutor | None:
+    """The pool's executor if it runs (for a simulation telling its calls apart)."""
+    return _pools.get(name)
 
 
 def _lower_priority() -> None:

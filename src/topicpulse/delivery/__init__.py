@@ -36,7 +36,8 @@ uploaded once and sent to the other chats by its ``file_id`` (``uploads``). Back
 whose backlog of papers would take more than ``fold_after`` alert messages gets one short
 catch-up instead (``digests.catch_up``), which settles the whole backlog. Instant alerts and
 digests are assembled from the rounds' matches since each chat's watermark, not from a row per
-chat and paper (``alerts``, ``digests``, ``store.digests``).
+chat and paper (``alerts``, ``digests``, ``store.digests``); in a burst, the next chats' are
+assembled ahead in a worker process while the loop sends (``prefetch``).
 """
 
 from __future__ import annotations

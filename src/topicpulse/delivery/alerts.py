@@ -27,13 +27,14 @@ async def assemble(
     """The chat's instant alerts due at ``now``: its topics' matches since its watermark and
     any rows pending for it. Nothing to send (or everything held back) settles at once."""
     digest = await digests.digest_papers(store, chat, now)
-    messages = await _messages(store, digest, fold_after)
-    if not messages:  # the watermark moves and the mark clears all the same
+    found = await messages(store, digest, fold_after)
+    if not found:  # the watermark moves and the mark clears all the same
         await store.settle_digest(chat, outbox_ids=[], paper_ids=[], through=digest.through)
-    return messages
+    return found
 
 
-async def _messages(store: Store, digest: Digest, fold_after: int | None) -> list[Outgoing]:
+async def messages(store: Store, digest: Digest, fold_after: int | None) -> list[Outgoing]:
+    """The digest's papers as alert messages; for a chat without a taste, reads only."""
     chat_id = digest.chat.chat_id
     if not digest.papers:
         return []
@@ -62,14 +63,14 @@ async def _messages(store: Store, digest: Digest, fold_after: int | None) -> lis
     packed = await _pack(store, digest, digest.papers, most=fold_after)
     if fold_after is not None and len(packed) > fold_after:
         return [await digests.catch_up(store, digest)]
-    messages = digests.packed_messages(digest, packed)
-    for message, (_, _, paper_ids) in zip(messages, packed, strict=True):
+    out = digests.packed_messages(digest, packed)
+    for message, (_, _, paper_ids) in zip(out, packed, strict=True):
         message.preview = len(paper_ids) == 1
     if rated and (waiting := len(await store.waiting_held_back(chat_id))):
-        last_message = messages[-1]
+        last_message = out[-1]
         last_message.html += f"\n\n{buttons.held_back_line(waiting)}"
         last_message.buttons = [*(last_message.buttons or []), buttons.SHOW_HELD]
-    return messages
+    return out
 
 
 async def _pack(

@@ -125,8 +125,14 @@ async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
     order when it has a taste (best first, the rest folded); in a forum, each paper goes to
     the topic its first-followed matching topic was followed from; every entry has 👍 / 👎."""
     digest = await digest_papers(store, chat, now)
+    await write_messages(store, digest)
+    return digest
+
+
+async def write_messages(store: Store, digest: Digest) -> None:
+    """The digest's messages (none when it is empty): ``assemble``'s second half."""
     if not digest.papers:
-        return digest
+        return
     most = DIGEST_MESSAGES
     packed: Packed = []
     if (
@@ -136,7 +142,6 @@ async def assemble(store: Store, chat: Chat, now: datetime) -> Digest:
         digest.messages = [await catch_up(store, digest)]
     else:
         digest.messages = packed_messages(digest, packed)
-    return digest
 
 
 Packed = list[tuple[int | None, str, list[int]]]  # (forum thread, text, paper ids) per message

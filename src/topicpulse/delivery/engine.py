@@ -13,7 +13,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from itertools import zip_longest
 
-from topicpulse.delivery import alerts, digests, weekly
+from topicpulse.delivery import alerts, digests, prefetch, weekly
 from topicpulse.delivery.messages import Outgoing, spike_message
 from topicpulse.delivery.protocol import Sender
 from topicpulse.delivery.sending import (
@@ -75,6 +75,8 @@ class Delivery(Courier):
         self.fold_after = fold_after
         self.users_first = users_first
         self._busy: set[int] = set()  # chats being delivered right now
+        # in a burst, chats' messages assembled ahead in a worker process (prefetch)
+        self.ahead = prefetch.Prefetcher(store, fold_after=fold_after, clock=clock)
         self._weekly: set[int] = set()  # chats whose weekly /foryou a pass found due
 
     async def next_wake(self, most: float) -> float:
@@ -118,7 +120,9 @@ class Delivery(Courier):
             nonlocal exhausted
             async with fetching:
                 while not self.halted() and not self.closed:
-                    if queue:
+                    # (the next chats are read while half a read's are still queued: their
+                    # messages are then being assembled ahead before the queue runs dry)
+                    if queue and (exhausted or len(queue) > FETCH // 2):
                         chat_id = queue.popleft()
                         if chat_id not in self._busy:  # (another pass may have taken it)
                             self._busy.add(chat_id)
@@ -135,6 +139,7 @@ class Delivery(Courier):
                     exhausted = not fresh
                     taken.update(fresh)
                     queue.extend(fresh)
+                    self.ahead.offer(fresh)
                 return None
 
         async def worker() -> None:
@@ -161,6 +166,7 @@ class Delivery(Courier):
         finally:
             for chart in charts.values():
                 chart.cancel()
+            self.ahead.drop()
         return self.stats.settled - before
 
     async def _due_chats(self, now: datetime, limit: int) -> list[int]:
@@ -180,9 +186,11 @@ class Delivery(Courier):
             return
         if chat.topic_closed_at is not None:  # (known closed before a restart)
             self._closed.setdefault(chat_id, 0)
+        ready = await self.ahead.take(chat)  # (assembled ahead, if still valid)
         # Spike alerts first, in every mode: never held behind a backlog of papers.
         spikes = await self._spikes(chat_id, pending_spikes, charts)
         if spikes:
+            ready = None  # (their sends may move the chat, and settle what it assembled)
             if not await self._send_all(spikes):
                 return
             chat_id = spikes[-1].chat_id  # it may have moved (group → supergroup)
@@ -191,9 +199,15 @@ class Delivery(Courier):
             not instant and chat.next_digest_at is not None and chat.next_digest_at <= iso(now)
         )
         if digest_due:
-            await self._deliver_digest(dataclasses.replace(chat, chat_id=chat_id), now)
+            await self._deliver_digest(
+                dataclasses.replace(chat, chat_id=chat_id),
+                now,
+                ready if ready and ready.digest else None,
+            )
+            ready = None
         if chat_id in self._weekly or chat.chat_id in self._weekly:  # (found due: one read)
             self._weekly -= {chat_id, chat.chat_id}
+            ready = None
             week = await weekly.due_messages(
                 self.store, dataclasses.replace(chat, chat_id=chat_id), now
             )
@@ -201,29 +215,48 @@ class Delivery(Courier):
                 return
         if not instant:
             return
-        outgoing = await alerts.assemble(
-            self.store, dataclasses.replace(chat, chat_id=chat_id), now, fold_after=self.fold_after
-        )
+        if ready is not None and not ready.digest:
+            outgoing = ready.messages
+            if not outgoing:  # nothing to send: the watermark moves and the mark clears
+                await self.store.settle_digest(
+                    chat, outbox_ids=[], paper_ids=[], through=ready.through
+                )
+        else:
+            outgoing = await alerts.assemble(
+                self.store,
+                dataclasses.replace(chat, chat_id=chat_id),
+                now,
+                fold_after=self.fold_after,
+            )
         if any(m.folded for m in outgoing):
             self.stats.folded += 1
         await self._send_all(outgoing)
 
-    async def _deliver_digest(self, chat: Chat, now: datetime) -> None:
-        """The digest due: assembled from the matches since the chat's watermark; its last
-        message (or, when it is empty, this) moves the watermark and the next digest time."""
-        digest = await digests.assemble(self.store, chat, now)
-        if not digest.messages:  # digest time came with nothing to send: schedule the next
+    async def _deliver_digest(
+        self, chat: Chat, now: datetime, ready: prefetch.Assembled | None
+    ) -> None:
+        """The digest due: assembled from the matches since the chat's watermark (here, or
+        ``ready`` ahead); its last message (or, when it is empty, this) moves the watermark
+        and the next digest time."""
+        if ready is None:
+            digest = await digests.assemble(self.store, chat, now)
+            ready = prefetch.Assembled(chat, True, digest.messages, digest.through, digest.next_at)
+        if not ready.messages:  # digest time came with nothing to send: schedule the next
             await self.store.settle_digest(
                 chat,
                 outbox_ids=[],
                 paper_ids=[],
-                through=digest.through,
-                next_digest_at=digest.next_at,
+                through=ready.through,
+                next_digest_at=ready.next_at,
             )
             return
-        if any(m.folded for m in digest.messages):
+        if any(m.folded for m in ready.messages):
             self.stats.folded += 1
-        await self._send_all(digest.messages)
+        await self._send_all(ready.messages)
+
+    async def _settle(self, message: Outgoing) -> None:
+        self.ahead.forget(message.chat_id)  # (what was assembled for it before is stale)
+        await super()._settle(message)
 
     async def _spikes(
         self, chat_id: int, pending: list[OutboxItem], charts: _Charts

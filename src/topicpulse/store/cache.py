@@ -28,6 +28,7 @@ class ReadCache(Generic[V]):
         self._values: dict[int, V] = {}
         self._born = clock()
         self.hits = self.misses = 0
+        self.generation = 0  # how many times it was cleared (another process follows it)
 
     def split(self, ids: Iterable[int]) -> tuple[dict[int, V], list[int]]:
         """(the cached values of ``ids``, the ids not cached)."""
@@ -52,3 +53,4 @@ class ReadCache(Generic[V]):
     def clear(self) -> None:
         self._values.clear()
         self._born = self._clock()
+        self.generation += 1

@@ -162,6 +162,22 @@ class Database:
     def _now(self) -> str:
         return iso(self.clock())
 
+    def cache_marks(self) -> tuple[int, int]:
+        """Where the read caches stand: they change whenever a cache is cleared (a write)."""
+        return self._paper_cache.generation, self._tag_cache.generation
+
+    def share_caches(self, kept: dict[str, Any], marks: tuple[int, int]) -> None:
+        """(A store in another process, reading what the bot's writes.) Read through the
+        caches ``kept`` there, cleared first whenever ``marks`` (the bot's store's
+        ``cache_marks``) moved since the last call: it wrote what they may hold."""
+        papers = kept.setdefault("papers", ReadCache())
+        tags = kept.setdefault("tags", ReadCache())
+        if kept.get("marks") != marks:
+            papers.clear()
+            tags.clear()
+            kept["marks"] = marks
+        self._paper_cache, self._tag_cache = papers, tags
+
     @contextmanager
     def serving(self) -> Iterator[None]:
         """A user's command is being answered: its reads go ahead of background reads, and
