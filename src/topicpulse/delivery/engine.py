@@ -187,6 +187,8 @@ class Delivery(Courier):
         if chat.topic_closed_at is not None:  # (known closed before a restart)
             self._closed.setdefault(chat_id, 0)
         ready = await self.ahead.take(chat)  # (assembled ahead, if still valid)
+        if ready is not None:  # (a whole batch comes back at once: users' commands go first)
+            await self.store.users.after_users(self.users_first)
         # Spike alerts first, in every mode: never held behind a backlog of papers.
         spikes = await self._spikes(chat_id, pending_spikes, charts)
         if spikes:
