@@ -28,9 +28,15 @@ async def assemble(
     any rows pending for it. Nothing to send (or everything held back) settles at once."""
     digest = await digests.digest_papers(store, chat, now)
     found = await messages(store, digest, fold_after)
-    if not found:  # the watermark moves and the mark clears all the same
-        await store.settle_digest(chat, outbox_ids=[], paper_ids=[], through=digest.through)
+    if not found:
+        await settle_nothing(store, chat, digest.through)
     return found
+
+
+async def settle_nothing(store: Store, chat: Chat, through: int) -> None:
+    """Nothing to send (or everything held back): the watermark moves to ``through`` and the
+    rounds' mark clears all the same."""
+    await store.settle_digest(chat, outbox_ids=[], paper_ids=[], through=through)
 
 
 async def messages(store: Store, digest: Digest, fold_after: int | None) -> list[Outgoing]:

@@ -67,6 +67,15 @@ class Settles:
     next_at: str | None = None
 
 
+def due(chat: Chat, now: datetime) -> bool:
+    """Whether the chat's digest is due at ``now`` (never for an instant chat)."""
+    return (
+        chat.mode != "instant"
+        and chat.next_digest_at is not None
+        and chat.next_digest_at <= iso(now)
+    )
+
+
 async def digest_papers(store: Store, chat: Chat, now: datetime) -> Digest:
     """The papers of the chat's digest due at ``now``, oldest first: its topics' matches since
     its watermark, up to what the rounds have fanned out, and its pending paper rows (read in

@@ -197,10 +197,7 @@ class Delivery(Courier):
                 return
             chat_id = spikes[-1].chat_id  # it may have moved (group → supergroup)
         instant = chat.mode == "instant"
-        digest_due = (
-            not instant and chat.next_digest_at is not None and chat.next_digest_at <= iso(now)
-        )
-        if digest_due:
+        if digests.due(chat, now):
             await self._deliver_digest(
                 dataclasses.replace(chat, chat_id=chat_id),
                 now,
@@ -219,10 +216,8 @@ class Delivery(Courier):
             return
         if ready is not None and not ready.digest:
             outgoing = ready.messages
-            if not outgoing:  # nothing to send: the watermark moves and the mark clears
-                await self.store.settle_digest(
-                    chat, outbox_ids=[], paper_ids=[], through=ready.through
-                )
+            if not outgoing:
+                await alerts.settle_nothing(self.store, chat, ready.through)
         else:
             outgoing = await alerts.assemble(
                 self.store,

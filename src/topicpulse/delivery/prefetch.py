@@ -27,7 +27,7 @@ import asyncio
 import logging
 import multiprocessing.util
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -59,7 +59,6 @@ class Assembled:
 class _Batch:
     chats: list[int]
     result: asyncio.Future[dict[int, Assembled]] | None = None
-    left: set[int] = field(default_factory=set)
 
 
 class Prefetcher:
@@ -83,7 +82,6 @@ class Prefetcher:
             return
         for start in range(0, len(fresh), BATCH):
             batch = _Batch(fresh[start : start + BATCH])
-            batch.left = set(batch.chats)
             for chat_id in batch.chats:
                 self._pending[chat_id] = batch
             self._queue.append(batch)
@@ -92,7 +90,7 @@ class Prefetcher:
     def _hand_over(self) -> None:
         while self._queue and self._running < AHEAD:
             batch = self._queue.pop(0)
-            batch.chats = [c for c in batch.chats if c in batch.left]  # (not taken meanwhile)
+            batch.chats = self._untaken(batch)
             self._running += 1
             batch.result = asyncio.ensure_future(
                 offload.run(
@@ -128,7 +126,7 @@ class Prefetcher:
         """Something was sent to the chat: what was assembled for it before is stale."""
         batch = self._pending.pop(chat_id, None)
         if batch is not None:
-            self._done_with(batch, chat_id)
+            self._done_with(batch)
 
     async def take(self, chat: Chat) -> Assembled | None:
         """What the worker assembled for ``chat`` (as just read), if it is still valid."""
@@ -149,11 +147,14 @@ class Prefetcher:
             self.used += 1
             return ready
         finally:
-            self._done_with(batch, chat.chat_id)
+            self._done_with(batch)
 
-    def _done_with(self, batch: _Batch, chat_id: int) -> None:
-        batch.left.discard(chat_id)
-        if not batch.left and batch in self._queue:
+    def _untaken(self, batch: _Batch) -> list[int]:
+        """The batch's chats still waiting for it (not taken or forgotten meanwhile)."""
+        return [c for c in batch.chats if self._pending.get(c) is batch]
+
+    def _done_with(self, batch: _Batch) -> None:
+        if batch.result is None and not self._untaken(batch):  # (never worth handing over)
             self._queue.remove(batch)
 
 
@@ -232,7 +233,7 @@ async def _assemble(
             return None
         messages = await alerts.messages(store, digest, fold_after)
         return Assembled(chat, False, messages, digest.through, None)
-    if chat.next_digest_at is None or chat.next_digest_at > iso(now):
+    if not digests.due(chat, now):
         return None
     digest = await digests.digest_papers(store, chat, now)
     if digest.read.taste is not None:
