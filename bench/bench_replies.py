@@ -400,6 +400,10 @@ def child_main() -> int:
         emit("ready")
 
     app.post_init = bench_post_init
+    if os.environ.get("BENCH_UVLOOP"):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     if os.environ.get(CPROFILE_ENV):  # --cprofile: the event loop's thread, to a file
         import cProfile
 
@@ -902,7 +906,7 @@ def print_breakdown(
     if not reads and not sends:
         return  # --light: not probed
     print("where the first reply's time goes (medians):")
-    for state, command in itertools.product(("idle", "busy", "drain"), ("/list", "/momentum")):
+    for state, command in itertools.product(STATES, ("/list", "/momentum")):
         rows = []
         for p in probes:
             if p.state != state or p.command != command:
@@ -931,7 +935,7 @@ def print_breakdown(
             f"{med[1]:.0f} reads awaited, {med[2]:.0f} ms in all ({med[3]:.0f} of them waiting "
             f"for a reader connection); rate limiter {med[4]:.0f} ms; HTTP {med[5]:.0f} ms"
         )
-    for state in ("idle", "busy", "drain"):
+    for state in STATES:
         all_reads = [r["seconds"] for r in reads if state_at(r["t"], rounds, tail) == state]
         if all_reads:
             print(
@@ -945,7 +949,14 @@ def profile_path(round_index: int) -> Path:
     return OUT / f"replies-gil-round{round_index}.txt"
 
 
+# --raters: the idle phase again, the raters tapping ("rating"), before the rounds
+RATING_PHASE: list[tuple[float, float]] = []
+STATES = ("idle", "rating", "busy", "drain")
+
+
 def state_at(t: float, rounds: list[RoundInfo], tail: float) -> str:
+    if any(start <= t <= end for start, end in RATING_PHASE):
+        return "rating"
     for info in rounds:
         if info.start <= t <= info.end:
             return "busy"
@@ -969,7 +980,7 @@ def print_stall_samples(
         f"stack samples while the event loop was > {SAMPLE_AFTER * 1000:.0f} ms late "
         f"(every {SAMPLE_EVERY * 1000:.0f} ms): {len(samples)}"
     )
-    for state in ("idle", "busy", "drain"):
+    for state in STATES:
         chosen = [e for e in samples if state_at(e["t"], rounds, tail) == state]
         if not chosen:
             continue
@@ -1147,6 +1158,18 @@ async def main(args: argparse.Namespace) -> int:
         cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
         await typist.type_until(lambda: False, count=args.idle)
         phases["idle"] = (t0, time.monotonic(), sum(proc.cpu_times()[:2]) - cpu0)
+        if raters:  # ---- phase 1b: idle again, the raters tapping (the same commands' count)
+            cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
+            stop = asyncio.Event()
+            tapping = asyncio.create_task(raters.tap_until(stop.is_set))
+            await asyncio.sleep(args.lead)
+            began_rating = time.monotonic()
+            await typist.type_until(lambda: False, count=args.idle)
+            RATING_PHASE.append((began_rating, time.monotonic()))
+            stop.set()
+            await tapping
+            phases["rating"] = (t0, time.monotonic(), sum(proc.cpu_times()[:2]) - cpu0)
+            await asyncio.sleep(1.0)
         # ---- phase 2: rounds
         for k in range(len(plan.batches)):
             spent = time.monotonic() - began
@@ -1232,10 +1255,10 @@ async def main(args: argparse.Namespace) -> int:
         f"{args.latency * 1000:.0f} ms added latency; {USERS} user chats type one command every "
         f"{args.pace_min}–{args.pace_max} s in all"
     )
-    idle_cpu = phases.get("idle")
-    if idle_cpu:
-        print(f"idle phase: {idle_cpu[1] - idle_cpu[0]:.1f} s, bot CPU "
-              f"{idle_cpu[2] / (idle_cpu[1] - idle_cpu[0]) * 100:.0f}%")  # fmt: skip
+    for phase, label in (("idle", "idle phase"), ("rating", "idle phase, raters tapping")):
+        if cpu := phases.get(phase):
+            print(f"{label}: {cpu[1] - cpu[0]:.1f} s, bot CPU "
+                  f"{cpu[2] / (cpu[1] - cpu[0]) * 100:.0f}%")  # fmt: skip
     for info in rounds:
         steps = info.steps
         fetch = steps.get("ingest", 0) - steps.get("upsert", 0)
@@ -1276,7 +1299,7 @@ async def main(args: argparse.Namespace) -> int:
 
     print("reply latency (update handed to the bot → first reply message at the fake):")
     figures: dict[str, tuple[float, float, float]] = {}
-    for state in ("idle", "busy", "drain"):
+    for state in STATES:
         chosen = [p for p in typist.probes if p.state == state]
         values = [p.latency for p in chosen if p.latency is not None]
         figures[state] = stats_line(state, values)
@@ -1287,7 +1310,7 @@ async def main(args: argparse.Namespace) -> int:
             )
     print_breakdown(all_events, typist.probes, rounds, args.tail)
     print("/momentum chart photo (handed → photo at the fake):")
-    for state in ("idle", "busy", "drain"):
+    for state in STATES:
         stats_line(
             state,
             [
@@ -1329,12 +1352,18 @@ async def main(args: argparse.Namespace) -> int:
     ratio = bp95 / ip95 if ip95 else float("nan")
     by_state = {
         state: max((p.latency for p in typist.probes if p.state == state and p.latency), default=0)
-        for state in ("idle", "busy", "drain")
+        for state in STATES
     }
     slowest = max(by_state.values())
     ok_ratio = ratio <= TARGET_RATIO
     ok_max = slowest <= TARGET_MAX
     durations = ", ".join(f"{r.end - r.start:.2f}" for r in rounds)
+    if raters:  # what the round adds to the raters' load, and what the taps alone add
+        rp95 = figures["rating"][1]
+        print(
+            f"with the raters tapping and no round, p95 {rp95 * 1000:.0f} ms: busy p95 / that = "
+            f"{bp95 / rp95:.2f}; that / idle p95 = {rp95 / ip95:.2f}"
+        )
     print(
         f"RESULT: round {durations} s; busy p95 / idle p95 = {bp95 * 1000:.0f} / "
         f"{ip95 * 1000:.0f} ms = {ratio:.2f} (target ≤ {TARGET_RATIO}) "
@@ -1354,6 +1383,7 @@ async def main(args: argparse.Namespace) -> int:
             key=lambda p: -(p.latency or 0),
         )
         reads = [e for e in all_events if e["event"] == "read"]
+        sends = [e for e in all_events if e["event"] == "reply_send"]
         for p in late[:12]:
             assert p.delivered is not None and p.first is not None
             start = p.handled[0] if p.handled else p.delivered
@@ -1368,6 +1398,10 @@ async def main(args: argparse.Namespace) -> int:
                 f"{overlap(stalls, p.delivered, p.first) * 1000:.0f} ms; {len(mine)} reads "
                 f"{sum(r['seconds'] for r in mine) * 1000:.0f} ms (reader wait "
                 f"{sum(r.get('wait', 0) for r in mine) * 1000:.0f} ms)"
+                + "".join(
+                    f"; rate limiter {e['waited'] * 1000:.0f} ms, HTTP {e['http'] * 1000:.0f} ms"
+                    for e in [e for e in sends if e["task"] == p.task and start <= e["t"]][:1]
+                )
             )
         print_stall_samples(all_events, typist.probes, rounds, args.tail)
         slow_reads = sorted(
@@ -1414,7 +1448,7 @@ async def print_ratings(
         f"{raters.gap * 1000:.0f} ms on average, each chat every {args.rate_every:.0f} s); "
         f"acknowledged (handed → answerCallbackQuery at the fake):"
     )
-    for state in ("idle", "busy", "drain"):
+    for state in STATES:
         stats_line(state, [t.latency for t in raters.taps if t.state == state and t.latency])
     unanswered = [t for t in raters.taps if t.answered is None]
     answers: dict[str, int] = {}

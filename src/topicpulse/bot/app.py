@@ -34,10 +34,10 @@ from telegram.ext import Application, ApplicationBuilder, BaseRateLimiter, Conte
 
 from topicpulse import heap
 from topicpulse.bot import handlers, membership, starting
-from topicpulse.bot.common import file_url
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import SendTimeouts, TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
+from topicpulse.bot.transport import bot_request, file_url
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.delivery.upkeep import run_maintenance
@@ -382,7 +382,7 @@ def build_application(
         await pipeline.store.close()
         log.info("topicpulse stopped; database closed")
 
-    builder = ApplicationBuilder()
+    builder = ApplicationBuilder().request(bot_request())
     if settings.webhook_url:
         builder = builder.updater(None)  # updates come in through the pages' server
     app = (

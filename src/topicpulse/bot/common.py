@@ -110,14 +110,18 @@ class BotContext:
             self.topic_filters.popitem(last=False)
 
 
-def file_url(api_url: str) -> str:
-    """The file endpoint beside a Bot API base URL (".../bot" → ".../file/bot")."""
-    head, _, tail = api_url.rstrip("/").rpartition("/")
-    return f"{head}/file/{tail}" if head else api_url
-
-
 def services(context: ContextTypes.DEFAULT_TYPE) -> BotContext:
     return context.bot_data["topicpulse"]  # type: ignore[no-any-return]
+
+
+def inline_keyboard(keyboard: Keyboard) -> dict[str, list[list[dict[str, str]]]]:
+    """``markup`` as the Bot API reads it (JSON), for requests sent without PTB's objects."""
+    return {"inline_keyboard": [[_button(label, data) for label, data in row] for row in keyboard]}
+
+
+def _button(label: str, data: str) -> dict[str, str]:
+    link = data.startswith(("https://", "http://"))  # a link, not a callback
+    return {"text": label, "url" if link else "callback_data": data}
 
 
 def markup(keyboard: Keyboard) -> InlineKeyboardMarkup | None:

@@ -25,8 +25,8 @@ from topicpulse.bot.common import (
     chat_id_of,
     command,
     edit_message,
+    inline_keyboard,
     is_admin,
-    markup,
     reply,
     reply_view,
     services,
@@ -93,12 +93,14 @@ async def _tick(
     when the bot sends all Telegram lets it: the answer has acknowledged the rating."""
     if wanted == keyboard:
         return
-    try:
-        await context.bot.edit_message_reply_markup(
-            chat_id=message.chat.id,
-            message_id=message.message_id,
-            reply_markup=markup(wanted),
-            rate_limit_args=Priority.LOW,
+    edit = {
+        "chat_id": message.chat.id,
+        "message_id": message.message_id,
+        "reply_markup": inline_keyboard(wanted),
+    }
+    try:  # (the edited message that comes back is not parsed: only whether it was accepted)
+        await context.bot.do_api_request(
+            "editMessageReplyMarkup", api_kwargs=edit, rate_limit_args=Priority.LOW
         )
     except RetryAfter:  # (NoRoom, or a 429)
         return
