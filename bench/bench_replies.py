@@ -41,12 +41,18 @@ chat) — type ``/list`` and ``/momentum <topic>`` alternately (a topic not aske
 round, so the chart is drawn, not taken from the chart cache). A command's latency runs from the
 moment the fake hands its update to the bot (its getUpdates answer) to the moment the first
 message of the reply reaches the fake; /momentum's chart photo, which follows its text, is
-reported apart. Phase 1: the idle bot (``--idle`` commands). Phase 2, ``--rounds`` times: typing
+reported apart. Phase 1: the idle bot (``--idle`` commands); with ``--raters``, then the idle
+bot again while the raters tap (state "rating": what the taps alone add). Phase 2,
+``--rounds`` times: typing
 goes on, a round is started, and typing continues until the outbox has drained. Each command is
 classed by the bot's state when its update was handed over: idle, busy (the round — ingest,
 match, spikes — was running) or drain (the round's alerts being delivered). A round lasts
 1–2 s, so each gives ~8–14 busy commands (35–50 in all); ``--budget`` (240 s) skips rounds that
 would end the run later than that.
+
+Also printed: the garbage collector's pauses in the bot (those of the oldest generation, and
+any ≥ 5 ms) and how late this process's own event loop ran (the fake stamps the replies), by
+state.
 
 Target (issue 8 §2): busy p95 ≤ 1.5 × idle p95, and no reply over 2 s. The exit status is
 non-zero only on errors (the bot does not start, a reply is missing, the outbox does not
@@ -340,6 +346,19 @@ def child_main() -> int:
         patch([(TelegramRateLimiter, "process_request")], timed_limit)
 
     heap.favour_replies()  # (as run_bot does)
+    collecting: dict[int, float] = {}
+
+    def timed_gc(phase: str, info: dict[str, int]) -> None:  # the collector's pauses
+        if phase == "start":
+            collecting[info["generation"]] = time.monotonic()
+        elif (began := collecting.pop(info["generation"], None)) is not None:
+            took = time.monotonic() - began
+            if info["generation"] == 2 or took > 0.005:
+                emit("gc", t=began, seconds=took, generation=info["generation"])
+
+    import gc
+
+    gc.callbacks.append(timed_gc)
     if os.environ.get(SWITCH_ENV):  # --switch-interval: an experiment, not the bot's setting
         sys.setswitchinterval(float(os.environ[SWITCH_ENV]))
     settings = load_settings()
@@ -400,10 +419,6 @@ def child_main() -> int:
         emit("ready")
 
     app.post_init = bench_post_init
-    if os.environ.get("BENCH_UVLOOP"):
-        import uvloop
-
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     if os.environ.get(CPROFILE_ENV):  # --cprofile: the event loop's thread, to a file
         import cProfile
 
@@ -1117,6 +1132,15 @@ async def main(args: argparse.Namespace) -> int:
 
     fake = FakeTelegram(enforce_limits=True, latency=args.latency)
     await fake.start()
+    lags: list[tuple[float, float]] = []  # this process's own event loop: (when, how late)
+
+    async def watch_lag() -> None:  # the fake's clock stamps the replies: is it on time?
+        while True:
+            due = time.monotonic() + 0.005
+            await asyncio.sleep(0.005)
+            lags.append((due, time.monotonic() - due))
+
+    lag_watch = asyncio.create_task(watch_lag())
     handed = track_deliveries(fake)
     messages = post_messages(fake, setup.raters)
     raters = Raters(fake, setup.raters, messages, args.rate_every) if setup.raters else None
@@ -1324,6 +1348,28 @@ async def main(args: argparse.Namespace) -> int:
         f"queueing in the fake (user_sends → handed to the bot): p95 "
         f"{percentile(queued, 95) * 1000:.0f} ms, max {max(queued, default=0) * 1000:.0f} ms"
     )
+    lag_watch.cancel()
+    for state in STATES:
+        late = [lag for t, lag in lags if state_at(t, rounds, args.tail) == state]
+        if late:
+            print(
+                f"the fake Bot API's own event loop while {state}: late p50 "
+                f"{percentile(late, 50) * 1000:.1f} ms, p95 {percentile(late, 95) * 1000:.1f} ms,"
+                f" max {max(late) * 1000:.0f} ms"
+            )
+    pauses = [e for e in all_events if e["event"] == "gc"]
+    for state in STATES:
+        mine = [e for e in pauses if state_at(e["t"], rounds, args.tail) == state]
+        if mine:
+            print(
+                f"garbage collector while {state}: {len(mine)} pauses ≥ 5 ms or of the oldest "
+                f"generation, {sum(e['seconds'] for e in mine) * 1000:.0f} ms in all, longest "
+                + ", ".join(
+                    f"{e['seconds'] * 1000:.0f} (gen {e['generation']})"
+                    for e in sorted(mine, key=lambda e: -e["seconds"])[:4]
+                )
+                + " ms"
+            )
     idle_stalls = stalls_within(stalls, *phases["idle"][:2]) if "idle" in phases else []
     print(
         f"event-loop stalls > {STALL * 1000:.0f} ms: idle phase {len(idle_stalls)} "
