@@ -264,6 +264,17 @@ def test_a_block_too_long_for_one_message_is_cut_between_lines() -> None:
     assert message.endswith("\n…")
 
 
+def test_an_abstract_of_quotes_is_shortened_to_fit_not_dropped() -> None:
+    """Escaped, "'" is six characters: a 1,000-quote abstract made the card too long for a
+    message, and the whole abstract was cut off (found by the property above)."""
+    paper = dataclasses.replace(_paper(2, "Quotes"), abstract="'" * 1_000)
+    (message,) = alert_messages([Alert(paper, [])])
+    assert message == paper_block(Alert(paper, []))
+    assert_valid(message)
+    quote = re.search(r"<blockquote expandable>(.*)</blockquote>", message)
+    assert quote is not None and quote.group(1).startswith("&#x27;" * 100)
+
+
 def test_alert_messages_of_nothing_is_no_message() -> None:
     assert alert_messages([]) == []
 

@@ -82,6 +82,10 @@ def abstract_quote(abstract: str, limit: int = MAX_ABSTRACT) -> str:
     Shortened, never cut inside an entity: the text is escaped after shortening. (Cached: a
     round sends the same papers to many chats.)"""
     text = shorten(abstract, limit)
+    # Escaped, an abstract of quotes and brackets is up to six times as long ("'" → "&#x27;"),
+    # and the card would no longer fit a message (measured as sent): shortened further.
+    while text and tg_len(esc(text)) > limit * 3 // 2:
+        text = shorten(text, len(text) * 9 // 10)
     return f"<blockquote expandable>{esc(text)}</blockquote>" if text else ""
 
 
