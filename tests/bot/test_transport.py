@@ -69,12 +69,25 @@ def pool_of(client: httpx.AsyncClient) -> httpcore.AsyncConnectionPool:
     return client._transport._pool  # type: ignore[attr-defined,no-any-return]
 
 
-async def test_the_bots_requests_go_through_the_lean_pool() -> None:
+async def test_the_bots_requests_go_through_the_lean_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
     request = bot_request()
     pool = request._client._transport._pool  # type: ignore[attr-defined]
     assert type(pool) is LeanPool
     assert pool._max_connections == transport.POOL_SIZE
     assert file_url("http://127.0.0.1:1/bot") == "http://127.0.0.1:1/file/bot"
+
+
+async def test_behind_a_proxy_set_in_the_environment_the_stock_client_is_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    client = bot_request()._client  # type: ignore[attr-defined]
+    transports = [client._transport, *client._mounts.values()]
+    pools = [t._pool for t in transports if t is not None]
+    assert not any(isinstance(pool, LeanPool) for pool in pools)
+    assert any(isinstance(pool, httpcore.AsyncHTTPProxy) for pool in pools)  # the proxy is used
 
 
 async def test_concurrent_requests_share_connections_up_to_the_limit(server: Server) -> None:

@@ -21,6 +21,7 @@ calls.
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import httpcore
 import httpx
@@ -87,7 +88,11 @@ class LeanPool(httpcore.AsyncConnectionPool):
 
 def bot_request() -> HTTPXRequest:
     """The request object for the bot's calls (not ``getUpdates``, which holds one connection):
-    python-telegram-bot's, over a transport whose pool is a ``LeanPool``."""
+    python-telegram-bot's, over a transport whose pool is a ``LeanPool``. Behind a proxy set in
+    the environment (``HTTPS_PROXY`` …), python-telegram-bot's own: httpx reads those only for
+    the transports it makes itself."""
+    if any(scheme in ("https", "all") for scheme in urllib.request.getproxies()):
+        return HTTPXRequest(connection_pool_size=POOL_SIZE)
     transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(max_connections=POOL_SIZE))
     if type(getattr(transport, "_pool", None)) is httpcore.AsyncConnectionPool:
         transport._pool.__class__ = LeanPool  # the same pool and settings, lighter bookkeeping
