@@ -48,6 +48,7 @@ from telegram.ext import ExtBot
 from telegram.warnings import PTBUserWarning
 
 from topicpulse.bot.buckets import Priority
+from topicpulse.bot.common import inline_keyboard
 from topicpulse.bot.ratelimit import retry_seconds
 from topicpulse.delivery import (
     Buttons,
@@ -136,12 +137,8 @@ class TelegramSender:
         a row, or a list of them side by side; ``thread_id``: the forum topic to post in."""
         payload: dict[str, Any] = {"chat_id": chat_id, "text": html, "parse_mode": "HTML"}
         if buttons:
-            payload["reply_markup"] = {
-                "inline_keyboard": [
-                    [{"text": t, "callback_data": d} for t, d in row]
-                    for row in (b if isinstance(b, list) else [b] for b in buttons)
-                ]
-            }
+            rows = [b if isinstance(b, list) else [b] for b in buttons]
+            payload["reply_markup"] = inline_keyboard(rows)
         await self._send_message(payload, preview, thread_id)
 
     async def send_plain(self, chat_id: int, text: str, *, thread_id: int | None = None) -> None:
