@@ -73,6 +73,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import gc
 import itertools
 import json
 import linecache
@@ -355,8 +356,6 @@ def child_main() -> int:
             took = time.monotonic() - began
             if info["generation"] == 2 or took > 0.005:
                 emit("gc", t=began, seconds=took, generation=info["generation"])
-
-    import gc
 
     gc.callbacks.append(timed_gc)
     if os.environ.get(SWITCH_ENV):  # --switch-interval: an experiment, not the bot's setting
