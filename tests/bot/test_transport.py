@@ -1,21 +1,28 @@
-"""The bot's HTTP client (bot/transport.py): its lighter connection pool keeps httpcore's rules."""
+"""The bot's HTTP client (bot/transport.py): python-telegram-bot's networking interface over
+aiohttp, with python-telegram-bot's wire, limits and errors, against local servers."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
-import httpcore
-import httpx
 import pytest
+from aiohttp import web
+from telegram import InputFile
+from telegram.error import NetworkError, TimedOut
+from telegram.request import BaseRequest, HTTPXRequest, RequestData
+from telegram.request._requestparameter import RequestParameter
 
-from topicpulse.bot import transport
-from topicpulse.bot.transport import LeanPool, bot_request, file_url
+from topicpulse.bot.transport import POOL_FULL, POOL_SIZE, AiohttpRequest, bot_request, file_url
+
+OK = b'{"ok":true,"result":true}'
 
 
 class Server:
-    """A plain HTTP/1.1 server on 127.0.0.1 that answers every request with "ok", keeps the
-    connection alive, and can close the idle connections itself (as servers do)."""
+    """A plain HTTP/1.1 server on 127.0.0.1 that answers every request with ``OK``, keeps the
+    connection alive, counts connections, and can hold its answers or close the idle
+    connections itself (as servers do)."""
 
     def __init__(self) -> None:
         self.connections = 0
@@ -25,15 +32,24 @@ class Server:
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/"
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/bot1:x/getMe"
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
         self.writers.append(writer)
         try:
-            while await reader.readuntil(b"\r\n\r\n"):
+            while head := await reader.readuntil(b"\r\n\r\n"):
+                length = next(
+                    (
+                        int(line.split(b":")[1])
+                        for line in head.split(b"\r\n")
+                        if line.lower().startswith(b"content-length:")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
                 await self.hold.wait()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(OK), OK))
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -46,6 +62,7 @@ class Server:
         self.writers.clear()
 
     async def stop(self) -> None:
+        self.hold.set()
         self.close_idle()
         self.server.close()
         await self.server.wait_closed()
@@ -59,23 +76,37 @@ async def server() -> AsyncIterator[Server]:
     await served.stop()
 
 
-def lean_client(**limits: float | int | None) -> httpx.AsyncClient:
-    client_transport = httpx.AsyncHTTPTransport(limits=httpx.Limits(**limits))  # type: ignore[arg-type]
-    client_transport._pool.__class__ = LeanPool
-    return httpx.AsyncClient(transport=client_transport)
+@pytest.fixture
+async def client() -> AsyncIterator[AiohttpRequest]:
+    request = AiohttpRequest(4, pool_timeout=0.2)
+    await request.initialize()
+    yield request
+    await request.shutdown()
 
 
-def pool_of(client: httpx.AsyncClient) -> httpcore.AsyncConnectionPool:
-    return client._transport._pool  # type: ignore[attr-defined,no-any-return]
+def params(**values: Any) -> RequestData:
+    return RequestData([RequestParameter.from_input(k, v) for k, v in values.items()])
 
 
-async def test_the_bots_requests_go_through_the_lean_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+async def wait_until(condition: Any) -> None:
+    for _ in range(500):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition never held")
+
+
+def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    request = bot_request()
-    pool = request._client._transport._pool  # type: ignore[attr-defined]
-    assert type(pool) is LeanPool
-    assert pool._max_connections == transport.POOL_SIZE
+
+
+async def test_the_bots_requests_go_through_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_proxy(monkeypatch)
+    calls, updates = bot_request(), bot_request(1)
+    assert isinstance(calls, AiohttpRequest) and calls.pool_size == POOL_SIZE
+    assert isinstance(updates, AiohttpRequest) and updates.pool_size == 1
+    assert calls.read_timeout == 5.0  # python-telegram-bot's defaults
     assert file_url("http://127.0.0.1:1/bot") == "http://127.0.0.1:1/file/bot"
 
 
@@ -83,60 +114,122 @@ async def test_behind_a_proxy_set_in_the_environment_the_stock_client_is_used(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
-    client = bot_request()._client  # type: ignore[attr-defined]
-    transports = [client._transport, *client._mounts.values()]
-    pools = [t._pool for t in transports if t is not None]
-    assert not any(isinstance(pool, LeanPool) for pool in pools)
-    assert any(isinstance(pool, httpcore.AsyncHTTPProxy) for pool in pools)  # the proxy is used
+    request = bot_request()
+    assert isinstance(request, HTTPXRequest)
+    mounts = request._client._mounts  # type: ignore[attr-defined]
+    assert any("Proxy" in type(t._pool).__name__ for t in mounts.values() if t is not None)
 
 
-async def test_concurrent_requests_share_connections_up_to_the_limit(server: Server) -> None:
-    async with lean_client(max_connections=4) as client:
-        server.hold.clear()  # every request waits at the server: the pool fills up
-        requests = [asyncio.create_task(client.get(server.url)) for _ in range(10)]
-        for _ in range(100):
-            await asyncio.sleep(0.01)
-            if server.connections == 4:
-                break
-        assert len(pool_of(client).connections) == 4  # the other six wait in the pool
-        server.hold.set()
-        answers = await asyncio.gather(*requests)
-        assert [a.text for a in answers] == ["ok"] * 10
-        assert server.connections == 4  # and were sent over the same four connections
-        for _ in range(5):  # one after another: one idle connection reused each time
-            assert (await client.get(server.url)).text == "ok"
-        assert server.connections == 4
+async def test_the_form_and_the_files_arrive_as_python_telegram_bot_sends_them() -> None:
+    seen: list[tuple[str, dict[str, Any], dict[str, str]]] = []
 
+    async def handle(request: web.Request) -> web.Response:
+        fields: dict[str, Any] = {}
+        if request.content_type.startswith("multipart/"):
+            async for part in await request.multipart():
+                fields[part.name or ""] = (part.filename, await part.read())  # type: ignore[union-attr]
+        else:
+            fields = dict(await request.post())
+        seen.append((request.match_info["method"], fields, dict(request.headers)))
+        return web.Response(body=OK, content_type="application/json")
 
-async def test_a_connection_the_server_closed_is_not_reused(server: Server) -> None:
-    async with lean_client(max_connections=8) as client:
-        assert (await client.get(server.url)).text == "ok"
-        server.close_idle()  # the server drops the kept-alive connection
-        await asyncio.sleep(0.05)
-        # (checked just before reuse: without it this request would fail on a dead socket)
-        assert (await client.get(server.url)).text == "ok"
-        assert server.connections == 2
-
-
-async def test_expired_keep_alives_are_closed_by_the_next_sweep(
-    server: Server, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    other = Server()  # a request to another server touches no connection to the first but here
-    await other.start()
-    monkeypatch.setattr(transport, "SWEEP_EVERY", 0.0)
+    app = web.Application()
+    app.router.add_post("/bot1:x/{method}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    request = AiohttpRequest()
+    await request.initialize()
     try:
-        async with lean_client(max_connections=8, keepalive_expiry=0.05) as client:
-            await asyncio.gather(*(client.get(server.url) for _ in range(3)))
-            assert len(pool_of(client).connections) == 3
-            await asyncio.sleep(0.1)  # all three past their keep-alive
-            assert (await client.get(other.url)).text == "ok"
-            assert len(pool_of(client).connections) == 1  # only the new one is left
+        base = f"http://127.0.0.1:{port}/bot1:x"
+        markup = {"inline_keyboard": [[{"text": "👍", "callback_data": "r:1:+"}]]}
+        text = "<b>Q&A</b> = 100% ✓"
+        assert await request.post(
+            f"{base}/sendMessage", params(chat_id=5, text=text, reply_markup=markup)
+        )
+        photo = InputFile(b"\x89PNG chart", filename="chart.png")
+        assert await request.post(f"{base}/sendPhoto", params(chat_id=5, photo=photo))
     finally:
-        await other.stop()
+        await request.shutdown()
+        await runner.cleanup()
+    (method, fields, headers), (method2, fields2, _) = seen
+    assert method == "sendMessage"
+    assert fields == {
+        "chat_id": "5",
+        "text": text,
+        "reply_markup": params(x=markup).json_parameters["x"],
+    }
+    assert headers["User-Agent"] == BaseRequest.USER_AGENT
+    assert method2 == "sendPhoto" and fields2["chat_id"] == (None, b"5")
+    assert fields2[photo.attach_name or "photo"] == ("chart.png", b"\x89PNG chart")
 
 
-async def test_surplus_idle_connections_are_closed(server: Server) -> None:
-    async with lean_client(max_connections=8, max_keepalive_connections=2) as client:
-        await asyncio.gather(*(client.get(server.url) for _ in range(5)))
-        await client.get(server.url)  # a pass after they all went idle
-        assert len(pool_of(client).connections) <= 2
+async def test_requests_share_connections_up_to_the_pool_size(
+    server: Server, client: AiohttpRequest
+) -> None:
+    server.hold.clear()  # every request waits at the server: the pool fills up
+    requests = [asyncio.create_task(client.post(server.url)) for _ in range(6)]
+    await wait_until(lambda: server.connections == 4)
+    server.hold.set()  # (the other two waited for a connection: within the pool timeout)
+    assert await asyncio.gather(*requests) == [True] * 6
+    for _ in range(5):  # one after another: an idle connection is reused each time
+        assert await client.post(server.url) is True
+    assert server.connections == 4
+
+
+async def test_a_full_pool_past_its_timeout_is_timed_out_and_not_sent(
+    server: Server, client: AiohttpRequest
+) -> None:
+    server.hold.clear()
+    busy = [asyncio.create_task(client.post(server.url)) for _ in range(4)]
+    await wait_until(lambda: server.connections == 4)
+    with pytest.raises(TimedOut, match="not sent"):
+        await client.post(server.url)
+    assert POOL_FULL.startswith("Pool timeout")
+    server.hold.set()
+    assert await asyncio.gather(*busy) == [True] * 4
+
+
+async def test_a_connection_the_server_closed_is_not_reused(
+    server: Server, client: AiohttpRequest
+) -> None:
+    assert await client.post(server.url) is True
+    server.close_idle()  # the server drops the kept-alive connection
+    await asyncio.sleep(0.05)
+    assert await client.post(server.url) is True
+    assert server.connections == 2
+
+
+async def test_a_server_that_does_not_answer_times_out(server: Server) -> None:
+    request = AiohttpRequest(read_timeout=0.1)
+    await request.initialize()
+    try:
+        server.hold.clear()
+        with pytest.raises(TimedOut):
+            await request.post(server.url)
+        server.hold.set()
+        assert await request.post(server.url) is True  # and the client goes on
+    finally:
+        await request.shutdown()
+
+
+async def test_a_refused_connection_is_a_network_error(client: AiohttpRequest) -> None:
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()  # nothing listens there now
+    with pytest.raises(NetworkError, match="aiohttp"):
+        await client.post(f"http://127.0.0.1:{port}/bot1:x/getMe")
+
+
+async def test_an_uninitialised_or_shut_client_says_so() -> None:
+    request = AiohttpRequest()
+    with pytest.raises(NetworkError, match="not initialized"):
+        await request.post("http://127.0.0.1:1/bot1:x/getMe")
+    await request.initialize()
+    await request.shutdown()
+    await request.shutdown()  # twice: nothing to do
+    with pytest.raises(NetworkError, match="not initialized"):
+        await request.post("http://127.0.0.1:1/bot1:x/getMe")

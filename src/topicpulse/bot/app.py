@@ -37,7 +37,7 @@ from topicpulse.bot import handlers, membership, starting
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import SendTimeouts, TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
-from topicpulse.bot.transport import bot_request, file_url
+from topicpulse.bot.transport import bot_request, close_sessions, file_url
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.delivery.upkeep import run_maintenance
@@ -59,10 +59,9 @@ DELIVERY_GRACE = 3.0  # seconds the sends in flight get to finish when the bot s
 MAINTENANCE_SECONDS = 24 * 3600  # the daily upkeep (delivery/upkeep.py)
 MAINTENANCE_FIRST = 600  # seconds after a start
 BACKUP_FIRST = 60  # seconds after a start: the day's snapshot (TOPICPULSE_BACKUP_DIR), if due
-# Updates handled at once. Replies wait for their chat's pacing (about 1/s) inside the handler,
-# so a user who fires 20 commands holds 20 handlers for 20 s: with few slots, everyone else's
-# commands would queue behind them. Handlers are cheap coroutines; the per-user command limit
-# (handlers.COMMAND_RATE) bounds what one user can hold.
+# Updates handled at once. Replies wait for their chat's pacing (~1/s) inside the handler, so a
+# user who fires 20 commands holds 20 handlers for 20 s; handlers are cheap coroutines, and the
+# per-user command limit (handlers.COMMAND_RATE) bounds what one user can hold.
 CONCURRENT_UPDATES = 256
 
 
@@ -382,7 +381,7 @@ def build_application(
         await pipeline.store.close()
         log.info("topicpulse stopped; database closed")
 
-    builder = ApplicationBuilder().request(bot_request())
+    builder = ApplicationBuilder().request(bot_request()).get_updates_request(bot_request(1))
     if settings.webhook_url:
         builder = builder.updater(None)  # updates come in through the pages' server
     app = (
@@ -405,8 +404,8 @@ def build_application(
 async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterator[Application]:  # type: ignore[type-arg]
     """Run the application inside an existing event loop (as ``run_polling`` does, step by
     step): for embedding and end-to-end tests."""
-    await app.initialize()
     try:  # a start that fails half-way (e.g. Telegram refuses the webhook) is undone too
+        await app.initialize()
         if app.post_init:
             await app.post_init(app)
         if app.updater is not None:  # None in webhook mode
@@ -424,6 +423,7 @@ async def running(app: Application, *, poll_timeout: float = 10) -> AsyncIterato
             if app.post_stop:
                 await app.post_stop(app)
         await app.shutdown()
+        await close_sessions(app.bot)  # (opened by a bot whose initialize failed: getMe)
         if app.post_shutdown:
             await app.post_shutdown(app)
 

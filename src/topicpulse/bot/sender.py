@@ -32,7 +32,6 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from telegram import Bot, Message
 from telegram.constants import ParseMode
 from telegram.error import (
@@ -50,6 +49,7 @@ from telegram.warnings import PTBUserWarning
 from topicpulse.bot.buckets import Priority
 from topicpulse.bot.common import inline_keyboard
 from topicpulse.bot.ratelimit import retry_seconds
+from topicpulse.bot.transport import written_unanswered
 from topicpulse.delivery import (
     Buttons,
     ChatGone,
@@ -188,7 +188,7 @@ class TelegramSender:
         try:
             return await request
         except TimedOut as exc:
-            if isinstance(exc.__cause__, httpx.ReadTimeout):  # written out whole, not answered
+            if written_unanswered(exc):  # written out whole, not answered
                 raise MaybeSent(describe(exc)) from exc
             raise TemporaryFailure(describe(exc)) from exc
         except RetryAfter as exc:
