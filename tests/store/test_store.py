@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import Trips
 from fake_arxiv import make_paper
 from topicpulse.models import Chat, RunStats
 from topicpulse.store import (
@@ -20,6 +21,7 @@ from topicpulse.store import (
     load_migrations,
     migrations_dir,
 )
+from topicpulse.store import chats as store_chats
 from topicpulse.topics import catalogue as topics
 
 
@@ -403,6 +405,38 @@ async def test_ensure_chat_writes_only_when_new_or_changed(store: Store) -> None
         assert len(statements) > writes
     finally:
         await store._conn.set_trace_callback(None)
+
+
+async def test_a_chat_heard_from_again_is_not_read_again_until_it_changes(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command and button goes through ``heard_from``: a chat seen active moments ago
+    is not read again; whatever deactivates or moves it here makes the next one read."""
+    await store.heard_from(7, type="private", title=None)
+    trips = Trips(store)
+    for _ in range(3):
+        await store.heard_from(7, type="private", title=None)
+    assert trips.count == 0
+    await store.heard_from(7, type="group", title="Readers")  # changed: read and written
+    assert trips.count == 1
+    assert (await store.chat(7)).type == "group"  # type: ignore[union-attr]
+    await store.deactivate_chat(7, "blocked")
+    await store.heard_from(7, type="group", title="Readers")  # reactivated at once
+    assert (await store.chat(7)).active  # type: ignore[union-attr]
+    assert await store.migrate_chat(7, -1007)
+    await store.heard_from(-1007, type="supergroup", title="Readers")
+    assert (await store.chat(-1007)).type == "supergroup"  # type: ignore[union-attr]
+    # another process deactivates it: seen again only after SEEN_FOR
+    other = await Store.open(tmp_path / "test.db", migrate=False, readers=0)
+    try:
+        await other.deactivate_chat(-1007, "blocked")
+    finally:
+        await other.close()
+    await store.heard_from(-1007, type="supergroup", title="Readers")
+    assert not (await store.chat(-1007)).active  # type: ignore[union-attr]
+    monkeypatch.setattr(store_chats, "SEEN_FOR", 0.0)
+    await store.heard_from(-1007, type="supergroup", title="Readers")
+    assert (await store.chat(-1007)).active  # type: ignore[union-attr]
 
 
 async def _group_with_settings(store: Store, chat_id: int) -> tuple[Chat, list[str]]:

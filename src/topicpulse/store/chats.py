@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,10 @@ from topicpulse.store.refinements import Refinement, left_out
 CHAT_SETTINGS = frozenset(
     {"paused", "mode", "digest_time", "digest_weekday", "timezone", "spikes", "next_digest_at"}
 )
+
+
+SEEN_FOR = 60.0  # seconds a chat seen active is taken as active still (``heard_from``)
+SEEN_MAX = 50_000  # chats remembered so at most (then forgotten all at once)
 
 
 class SubscriptionsFull(Exception):
@@ -66,6 +71,21 @@ class ChatQueries(Database):
                 row = await cur.fetchone()
         assert row is not None
         return rows.chat(row)
+
+    async def heard_from(self, chat_id: int, *, type: str, title: str | None) -> None:
+        """``ensure_chat(reactivate=True)`` for a chat that wrote to the bot: every command and
+        button comes through here, so a chat seen active with this type and title in the last
+        ``SEEN_FOR`` seconds is not read again (a tap on 👍 is then one read fewer). What
+        deactivates or moves a chat here forgets it; ``SEEN_FOR`` bounds what another process
+        could have changed."""
+        now = time.monotonic()
+        seen = self._chats_seen.get(chat_id)
+        if seen is not None and seen[:2] == (type, title) and now - seen[2] < SEEN_FOR:
+            return
+        await self.ensure_chat(chat_id, type=type, title=title, reactivate=True)
+        if len(self._chats_seen) >= SEEN_MAX:
+            self._chats_seen.clear()
+        self._chats_seen[chat_id] = (type, title, now)
 
     async def chat(self, chat_id: int) -> Chat | None:
         row = await self._row(
@@ -137,6 +157,7 @@ class ChatQueries(Database):
 
     async def deactivate_chat(self, chat_id: int, reason: str) -> int:
         """Mark a chat inactive (blocked us, deleted) and drop its pending deliveries."""
+        self._chats_seen.pop(chat_id, None)
         async with self._write() as conn:
             await conn.execute(
                 "UPDATE chats SET active = 0, updated_at = ? WHERE chat_id = ?",
@@ -156,6 +177,8 @@ class ChatQueries(Database):
         send to the old id learns of it too; whichever comes second finds nothing to move)."""
         if old_chat_id == new_chat_id:
             return False
+        self._chats_seen.pop(old_chat_id, None)
+        self._chats_seen.pop(new_chat_id, None)
         async with self._write() as conn:
             async with conn.execute("SELECT 1 FROM chats WHERE chat_id = ?", (old_chat_id,)) as cur:
                 if await cur.fetchone() is None:

@@ -158,6 +158,8 @@ class Database:
         # 👍 / 👎 taps waiting to be written together, and the task writing them (ratings.py)
         self._taps: list[Any] = []
         self._tap_writer: asyncio.Task[None] | None = None
+        # chats seen active, with their type and title, and when (chats.py: ``heard_from``)
+        self._chats_seen: dict[int, tuple[str, str | None, float]] = {}
 
     def _now(self) -> str:
         return iso(self.clock())
