@@ -123,6 +123,7 @@ STALL = 0.020  # seconds: event-loop stalls longer than this are recorded by the
 WATCH_EVERY = 0.010
 SAMPLE_AFTER = 0.100  # the child samples stacks while the loop is this late
 SAMPLE_EVERY = 0.050
+FLUSH_EVERY = 0.020  # seconds between flushes of the bot's events file
 BATCH_DAYS = 6  # the rounds' new papers are from the last 6 days
 USERS = 36  # the typing users: this many chats taking turns, each every ~4-5 s
 USER_FIRST_ID = 900_001
@@ -154,7 +155,10 @@ def child_main() -> int:
     from topicpulse.store.database import Database
     from topicpulse.topics import matching
 
-    events = open(os.environ[EVENTS_ENV], "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+    # Buffered, and flushed by a thread of its own every FLUSH_EVERY: a write per event would
+    # be a system call per event on the probed threads (~500 a second while readers tap),
+    # each letting go of the GIL, which the bot without probes does not make.
+    events = open(os.environ[EVENTS_ENV], "a", buffering=1 << 20, encoding="utf-8")  # noqa: SIM115
     lock = threading.Lock()  # the event loop, worker threads and the sampler all emit
 
     def emit(event: str, **data: Any) -> None:
@@ -162,6 +166,15 @@ def child_main() -> int:
         line = json.dumps({"event": event, **data}) + "\n"
         with lock:
             events.write(line)
+
+    def flush_events() -> None:
+        while not events.closed:
+            time.sleep(FLUSH_EVERY)
+            with lock:
+                if not events.closed:
+                    events.flush()
+
+    threading.Thread(target=flush_events, name="events", daemon=True).start()
 
     def patch(targets: list[tuple[Any, str]], wrap: Callable[[Any], Any]) -> None:
         """Wrap a function wherever it is reachable (its module, and modules that imported it
@@ -430,7 +443,8 @@ def child_main() -> int:
             profiler.dump_stats(os.environ[CPROFILE_ENV])
     else:
         app.run_polling(allowed_updates=Update.ALL_TYPES)
-    events.close()
+    with lock:
+        events.close()
     return 0
 
 
@@ -465,6 +479,7 @@ class Events:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.items: list[dict[str, Any]] = []
+        self._by_name: dict[str, list[dict[str, Any]]] = {}  # (waits poll every 20 ms)
         self._offset = 0
 
     def poll(self) -> list[dict[str, Any]]:
@@ -475,11 +490,16 @@ class Events:
             data = handle.read()
         end = data.rfind(b"\n") + 1
         self._offset += end
-        self.items += [json.loads(line) for line in data[:end].splitlines() if line.strip()]
+        for line in data[:end].splitlines():
+            if line.strip():
+                item = json.loads(line)
+                self.items.append(item)
+                self._by_name.setdefault(item["event"], []).append(item)
         return self.items
 
     def named(self, name: str) -> list[dict[str, Any]]:
-        return [e for e in self.poll() if e["event"] == name]
+        self.poll()
+        return self._by_name.get(name, [])
 
     async def wait(self, name: str, count: int = 1, timeout: float = 60) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
