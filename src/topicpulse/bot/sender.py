@@ -88,10 +88,13 @@ _THREAD_GONE = ("message thread not found", "topic_deleted", "message_thread_inv
 # Anything shaped like a bot token ("<digits>:<secret>"): error texts end up in logs and in the
 # outbox's last_error, and must never carry the token.
 _TOKEN = re.compile(r"\d+:[A-Za-z0-9_-]{10,}")
-# ``_send_message`` asks for sendMessage by name on purpose (its answer unparsed); PTB's advice
-# to use ``Bot.send_message`` instead is for code that wants the parsed Message.
+# ``_send_message`` asks for sendMessage by name on purpose (its answer unparsed), as a rating's
+# tick does editMessageReplyMarkup (bot/rating.py); PTB's advice to use ``Bot.send_message``
+# instead is for code that wants the parsed Message.
 warnings.filterwarnings(
-    "ignore", message=r"Please use 'Bot\.sendMessage' instead", category=PTBUserWarning
+    "ignore",
+    message=r"Please use 'Bot\.(sendMessage|editMessageReplyMarkup)' instead",
+    category=PTBUserWarning,
 )
 
 
