@@ -394,8 +394,13 @@ def child_main() -> int:
     def sample_stalls(main_id: int) -> None:
         """A thread: while the event loop has not ticked for SAMPLE_AFTER, the stacks of the
         event loop's thread and of every busy thread, every SAMPLE_EVERY."""
+        known: dict[int, str] = {}
         while True:
             time.sleep(SAMPLE_EVERY)
+            current = {t.native_id or 0: t.name for t in threading.enumerate()}
+            if current != known:  # (for the parent's CPU time by thread)
+                known = current
+                emit("threads", names={str(k): v for k, v in current.items()})
             late = time.monotonic() - beat[0]
             if late < SAMPLE_AFTER:
                 continue
@@ -471,6 +476,42 @@ def _stack(frame: Any, depth: int = 14, keep_idle: bool = False) -> list[str]:
 def bot_child(env: dict[str, str], log_path: Path) -> BotProcess:
     """This file with ``--bot-child`` as a child process (log to ``log_path``)."""
     return BotProcess(env, log_path, argv=(str(Path(__file__).resolve()), "--bot-child"))
+
+
+class ThreadTimes:
+    """The bot's CPU time by thread (user + system, from /proc), summed over the spans of each
+    phase ("rounds": every round's, from its signal to its end)."""
+
+    def __init__(self) -> None:
+        self.spent: dict[str, dict[int, float]] = {}
+        self.seconds: dict[str, float] = {}
+        self._at: tuple[float, dict[int, float]] = (0.0, {})
+
+    @staticmethod
+    def _now(proc: psutil.Process) -> dict[int, float]:
+        return {t.id: t.user_time + t.system_time for t in proc.threads()}
+
+    def start(self, proc: psutil.Process) -> None:
+        self._at = (time.monotonic(), self._now(proc))
+
+    def stop(self, proc: psutil.Process, phase: str) -> None:
+        began, before = self._at
+        spent = self.spent.setdefault(phase, {})
+        for tid, seconds in self._now(proc).items():
+            spent[tid] = spent.get(tid, 0.0) + seconds - before.get(tid, 0.0)
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + time.monotonic() - began
+
+    def report(self, events: Events) -> None:
+        names: dict[int, str] = {}
+        for item in events.named("threads"):
+            names.update((int(k), v) for k, v in item["names"].items())
+        for phase, spent in self.spent.items():
+            wall = max(self.seconds[phase], 1e-9)
+            top = sorted(spent.items(), key=lambda kv: -kv[1])[:5]
+            shares = ", ".join(
+                f"{names.get(tid, tid)} {100 * cpu / wall:.0f}%" for tid, cpu in top if cpu > 0
+            )
+            print(f"the bot's CPU by thread while {phase} (% of a core): {shares}")
 
 
 class Events:
@@ -1182,6 +1223,7 @@ async def main(args: argparse.Namespace) -> int:
     rounds: list[RoundInfo] = []
     round_began = time.monotonic()
     phases: dict[str, tuple[float, float, float]] = {}  # label → (start, end, cpu seconds)
+    by_thread = ThreadTimes()
     error = ""
     try:
         try:
@@ -1199,10 +1241,13 @@ async def main(args: argparse.Namespace) -> int:
 
         # ---- phase 1: idle
         cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
+        by_thread.start(proc)
         await typist.type_until(lambda: False, count=args.idle)
         phases["idle"] = (t0, time.monotonic(), sum(proc.cpu_times()[:2]) - cpu0)
+        by_thread.stop(proc, "idle")
         if raters:  # ---- phase 1b: idle again, the raters tapping (the same commands' count)
             cpu0, t0 = sum(proc.cpu_times()[:2]), time.monotonic()
+            by_thread.start(proc)
             stop = asyncio.Event()
             tapping = asyncio.create_task(raters.tap_until(stop.is_set))
             await asyncio.sleep(args.lead)
@@ -1212,6 +1257,7 @@ async def main(args: argparse.Namespace) -> int:
             stop.set()
             await tapping
             phases["rating"] = (t0, time.monotonic(), sum(proc.cpu_times()[:2]) - cpu0)
+            by_thread.stop(proc, "rating")
             await asyncio.sleep(1.0)
         # ---- phase 2: rounds
         for k in range(len(plan.batches)):
@@ -1228,11 +1274,13 @@ async def main(args: argparse.Namespace) -> int:
             spy = await start_profiler(bot.pid, profile_path(k + 1)) if args.profile else None
             await asyncio.sleep(args.lead)
             cpu0 = sum(proc.cpu_times()[:2])
+            by_thread.start(proc)
             bot.signal(signal.SIGUSR1)
             start = (await events.wait("round_start", k + 1, timeout=10))["t"]
             end = (await events.wait("round_end", k + 1, timeout=120))["t"]
             await stop_profiler(spy)
             cpu_round = sum(proc.cpu_times()[:2]) - cpu0
+            by_thread.stop(proc, "rounds")
             typist.forget_charts()
             drained = await wait_drained(db, fake, timeout=args.timeout)
             await asyncio.sleep(args.tail)
@@ -1302,6 +1350,7 @@ async def main(args: argparse.Namespace) -> int:
         if cpu := phases.get(phase):
             print(f"{label}: {cpu[1] - cpu[0]:.1f} s, bot CPU "
                   f"{cpu[2] / (cpu[1] - cpu[0]) * 100:.0f}%")  # fmt: skip
+    by_thread.report(events)
     for info in rounds:
         steps = info.steps
         fetch = steps.get("ingest", 0) - steps.get("upsert", 0)

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from topicpulse import offload
 from topicpulse.insight import momentum
 from topicpulse.insight.momentum import Momentum
 from topicpulse.insight.similarity import HasText, content_words, paper_stems
@@ -79,13 +80,39 @@ async def offer_after_dislike(store: Store, chat_id: int, paper: StoredPaper) ->
     paper (recorded: never made twice), or None."""
     topics = (await store.chat_topics_for_papers(chat_id, [paper.id])).get(paper.id, [])
     for topic in topics:
-        word = await shared_word(store, chat_id, topic, paper)
+        word = await _shared_word_apart(store, chat_id, topic, paper)
         if word is None:
             continue
         made = await store.offer_refinement(chat_id, topic.id, word.term, word.fts, word.disliked)
         if made is not None:
             return Offer(made.id, word.term, topic.name, word.shared)
     return None
+
+
+async def _shared_word_apart(
+    store: Store, chat_id: int, topic: Topic, paper: StoredPaper
+) -> Word | None:
+    """``shared_word`` in the training worker process (in this one for an in-memory store).
+    Its counts of the topic's papers that hold a word scan the word's postings in the index:
+    ~0.7 s of a core for a common word. That is background work after a 👎; on a reader
+    connection of the bot's it took CPU and a connection from the replies (a thousand readers
+    tapping, ``bench/bench_replies.py --raters 1000``: 15% of a core)."""
+    if not store.file_backed():
+        return await shared_word(store, chat_id, topic, paper)
+    return await offload.run(
+        shared_word_in, store.path, chat_id, topic, paper, store.clock(), pool=offload.TRAINING
+    )
+
+
+def shared_word_in(
+    path: str, chat_id: int, topic: Topic, paper: StoredPaper, now: datetime
+) -> Word | None:
+    """``shared_word`` on a connection of its own (a worker process's)."""
+
+    async def work(store: Store) -> Word | None:
+        return await shared_word(store, chat_id, topic, paper)
+
+    return Store.run_apart(path, now, work)
 
 
 async def shared_word(store: Store, chat_id: int, topic: Topic, paper: StoredPaper) -> Word | None:
