@@ -439,6 +439,27 @@ async def test_a_chat_heard_from_again_is_not_read_again_until_it_changes(
     assert (await store.chat(-1007)).active  # type: ignore[union-attr]
 
 
+async def test_a_chat_read_active_while_it_is_deactivated_is_not_remembered(
+    store: Store,
+) -> None:
+    """A command's read that began before a deactivation committed must not leave the chat
+    remembered as active: the next command reads it again, and reactivates it."""
+    await store.ensure_chat(8, type="private")
+    read = store.ensure_chat
+
+    async def slow_read(*args: object, **kwargs: object) -> object:
+        found = await read(*args, **kwargs)  # type: ignore[arg-type]
+        await store.deactivate_chat(8, "blocked")  # commits while the command's read is held
+        return found
+
+    store.ensure_chat = slow_read  # type: ignore[method-assign]
+    await store.heard_from(8, type="private", title=None)
+    store.ensure_chat = read  # type: ignore[method-assign]
+    assert not (await store.chat(8)).active  # type: ignore[union-attr]
+    await store.heard_from(8, type="private", title=None)  # read again, not taken as seen
+    assert (await store.chat(8)).active  # type: ignore[union-attr]
+
+
 async def _group_with_settings(store: Store, chat_id: int) -> tuple[Chat, list[str]]:
     """A group following two topics, every setting changed from its default."""
     await store.ensure_chat(chat_id, type="group", title="Readers")

@@ -82,10 +82,18 @@ class ChatQueries(Database):
         seen = self._chats_seen.get(chat_id)
         if seen is not None and seen[:2] == (type, title) and now - seen[2] < SEEN_FOR:
             return
+        forgotten = self._chats_forgotten
         await self.ensure_chat(chat_id, type=type, title=title, reactivate=True)
+        if self._chats_forgotten != forgotten:  # a chat was deactivated or moved meanwhile
+            return
         if len(self._chats_seen) >= SEEN_MAX:
             self._chats_seen.clear()
         self._chats_seen[chat_id] = (type, title, now)
+
+    def _forget_chats(self, *chat_ids: int) -> None:
+        for chat_id in chat_ids:
+            self._chats_seen.pop(chat_id, None)
+        self._chats_forgotten += 1
 
     async def chat(self, chat_id: int) -> Chat | None:
         row = await self._row(
@@ -157,7 +165,7 @@ class ChatQueries(Database):
 
     async def deactivate_chat(self, chat_id: int, reason: str) -> int:
         """Mark a chat inactive (blocked us, deleted) and drop its pending deliveries."""
-        self._chats_seen.pop(chat_id, None)
+        self._forget_chats(chat_id)
         async with self._write() as conn:
             await conn.execute(
                 "UPDATE chats SET active = 0, updated_at = ? WHERE chat_id = ?",
@@ -168,7 +176,8 @@ class ChatQueries(Database):
                 " WHERE chat_id = ? AND state = 'pending'",
                 (reason[:500], chat_id),
             )
-            return cur.rowcount
+        self._forget_chats(chat_id)  # (and a read that saw it active meanwhile is not kept)
+        return cur.rowcount
 
     async def migrate_chat(self, old_chat_id: int, new_chat_id: int) -> bool:
         """A group became a supergroup: move the chat (settings, subscriptions, outbox) to its
@@ -177,8 +186,7 @@ class ChatQueries(Database):
         send to the old id learns of it too; whichever comes second finds nothing to move)."""
         if old_chat_id == new_chat_id:
             return False
-        self._chats_seen.pop(old_chat_id, None)
-        self._chats_seen.pop(new_chat_id, None)
+        self._forget_chats(old_chat_id, new_chat_id)
         async with self._write() as conn:
             async with conn.execute("SELECT 1 FROM chats WHERE chat_id = ?", (old_chat_id,)) as cur:
                 if await cur.fetchone() is None:
@@ -217,6 +225,7 @@ class ChatQueries(Database):
                     " WHERE chat_id = ?",
                     (new_chat_id, self._now(), old_chat_id),
                 )
+        self._forget_chats(old_chat_id, new_chat_id)
         return True
 
     async def chat_counts(self) -> dict[str, int]:

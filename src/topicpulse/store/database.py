@@ -160,6 +160,7 @@ class Database:
         self._tap_writer: asyncio.Task[None] | None = None
         # chats seen active, with their type and title, and when (chats.py: ``heard_from``)
         self._chats_seen: dict[int, tuple[str, str | None, float]] = {}
+        self._chats_forgotten = 0  # times a chat was deactivated or moved (heard_from's check)
 
     def _now(self) -> str:
         return iso(self.clock())
