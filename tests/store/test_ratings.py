@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,9 +33,9 @@ async def store(tmp_path: Path) -> AsyncIterator[Store]:
 
 
 def counting_writes(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The store's write transactions, counted."""
+    """The store's write transactions, counted (either kind: ``_write``, ``_write_trip``)."""
     count = [0]
-    original = store._write
+    original, original_trip = store._write, store._write_trip
 
     @asynccontextmanager
     async def write() -> AsyncIterator[object]:
@@ -42,7 +43,12 @@ def counting_writes(store: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
         async with original() as conn:
             yield conn
 
+    async def write_trip(work: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return await original_trip(work, **kwargs)
+
     monkeypatch.setattr(store, "_write", write)
+    monkeypatch.setattr(store, "_write_trip", write_trip)
     return count
 
 

@@ -292,10 +292,15 @@ class Database:
         async with self._read() as conn:
             return await conn._execute(_in_read_transaction, conn._conn, work)  # (its thread)
 
-    async def _write_trip(self, work: Callable[[sqlite3.Connection], T]) -> T:
+    async def _write_trip(
+        self, work: Callable[[sqlite3.Connection], T], *, locked: bool = False
+    ) -> T:
         """One write transaction in one trip to the writer's thread (``BEGIN IMMEDIATE``,
         ``work``, ``COMMIT``; rolled back there on any error). Cancelling the caller cannot
-        leave it half done: the thread finishes it, committed or rolled back."""
+        leave it half done: the thread finishes it, committed or rolled back. ``locked``: the
+        caller holds the write lock already."""
+        if locked:
+            return await self._conn._execute(_in_write_transaction, self._conn._conn, work)
         async with self._write_lock:
             return await self._conn._execute(_in_write_transaction, self._conn._conn, work)
 

@@ -4,11 +4,10 @@ model trained from them, and the papers an alert held back (schema: 0014_ratings
 from __future__ import annotations
 
 import asyncio
+import functools
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-import aiosqlite
 
 from topicpulse.models import StoredPaper
 from topicpulse.store import rows
@@ -105,14 +104,16 @@ _SHOWN = (
 )
 
 
-async def _toggle(conn: aiosqlite.Connection, taps: Sequence[Tap], now: str) -> list[Tapped | None]:
-    """``RatingQueries.tap`` for each tap, in order, inside the caller's transaction: what they
-    touch read with one statement, the new ratings worked out here, written with one statement
-    each, and the ratings of the papers shown beside each read back with one more."""
-    found = await _select(conn, _ITEMS, [(t.paper_id, 0) for t in taps])
+def _toggle(conn: sqlite3.Connection, taps: Sequence[Tap], now: str) -> list[Tapped | None]:
+    """``RatingQueries.tap`` for each tap, in order, inside the caller's transaction, on the
+    writer's own thread (``Database._write_trip``: one hand-off for the batch, not one per
+    statement): what they touch read with one statement, the new ratings worked out here,
+    written with one statement each, and the ratings of the papers shown beside each read back
+    with one more."""
+    found = _select(conn, _ITEMS, [(t.paper_id, 0) for t in taps])
     item = {r["paper_id"]: r["arxiv_id"] for r in found}
     known = [t for t in taps if t.paper_id in item]
-    found = await _select(conn, _CURRENT, [(t.chat_id, item[t.paper_id]) for t in known])
+    found = _select(conn, _CURRENT, [(t.chat_id, item[t.paper_id]) for t in known])
     state = {(r["chat_id"], r["item"]): r["value"] for r in found}
     values: list[int | None] = []
     last: dict[tuple[int, str], Tap] = {}
@@ -126,18 +127,18 @@ async def _toggle(conn: aiosqlite.Connection, taps: Sequence[Tap], now: str) -> 
         values.append(state[key])
         last[key] = tap
         bumps[tap.chat_id] = bumps.get(tap.chat_id, 0) + 1
-    await conn.executemany(
+    conn.executemany(
         "DELETE FROM ratings WHERE chat_id = ? AND item = ?", [k for k in last if not state[k]]
     )
-    await conn.executemany(
+    conn.executemany(
         "INSERT INTO ratings (chat_id, item, paper_id, value, source, rated_by, rated_at)"
         " VALUES (?, ?, ?, ?, 'button', ?, ?) ON CONFLICT (chat_id, item) DO UPDATE SET"
         " value = excluded.value, paper_id = excluded.paper_id, source = 'button',"
         " rated_by = excluded.rated_by, rated_at = excluded.rated_at",
         [(k[0], k[1], t.paper_id, state[k], t.rated_by, now) for k, t in last.items() if state[k]],
     )
-    await conn.executemany(_BUMP_BY, list(bumps.items()))
-    found = await _select(conn, _SHOWN, [(t.chat_id, s) for t in known for s in t.shown])
+    conn.executemany(_BUMP_BY, list(bumps.items()))
+    found = _select(conn, _SHOWN, [(t.chat_id, s) for t in known for s in t.shown])
     shown = {(r["chat_id"], r["paper_id"]): r["value"] for r in found}
     return [
         None
@@ -147,17 +148,16 @@ async def _toggle(conn: aiosqlite.Connection, taps: Sequence[Tap], now: str) -> 
     ]
 
 
-async def _select(
-    conn: aiosqlite.Connection, sql: str, pairs: Sequence[tuple[object, object]]
-) -> list[aiosqlite.Row]:
+def _select(
+    conn: sqlite3.Connection, sql: str, pairs: Sequence[tuple[object, object]]
+) -> list[sqlite3.Row]:
     """``sql`` (a query of the table ``v (a, b)``) over these pairs, ``rows.CHUNK`` at a time."""
-    found: list[aiosqlite.Row] = []
+    found: list[sqlite3.Row] = []
     for chunk in rows.chunks(list(dict.fromkeys(pairs))):
         values = ", ".join("(?, ?)" for _ in chunk)
-        async with conn.execute(
+        found += conn.execute(
             f"WITH v (a, b) AS (VALUES {values}) {sql}", [x for pair in chunk for x in pair]
-        ) as cur:
-            found += await cur.fetchall()
+        ).fetchall()
     return found
 
 
@@ -202,15 +202,17 @@ class RatingQueries(Database):
     async def _write_taps(self) -> None:
         taps: list[PendingTap] = []
         try:
-            async with self._write() as conn:  # (taps pile up while it waits for the lock)
+            async with self._write_lock:  # (taps pile up while it waits for the lock)
                 taps, self._taps, self._tap_writer = self._taps, [], None  # later: the next
-                results = await _toggle(conn, [tap for tap, _ in taps], self._now())
+                batch, now = [tap for tap, _ in taps], self._now()
+                toggle = functools.partial(_toggle, taps=batch, now=now)
+                results = await self._write_trip(toggle, locked=True)
         except Exception:
             if not taps:  # failed before taking its batch: no tap may wait for ever
                 taps, self._taps, self._tap_writer = self._taps, [], None
             await self._write_one_by_one(taps)  # one bad tap must not fail the others
             return
-        except BaseException:  # cancelled (shutting down): nothing of the batch was written
+        except BaseException:  # cancelled (shutting down): the writer's thread finishes its trip
             if not taps:
                 taps, self._taps, self._tap_writer = self._taps, [], None
             for _, done in taps:
@@ -223,8 +225,8 @@ class RatingQueries(Database):
     async def _write_one_by_one(self, taps: Sequence[PendingTap]) -> None:
         for tap, done in taps:
             try:
-                async with self._write() as conn:
-                    [result] = await _toggle(conn, [tap], self._now())
+                now = self._now()
+                [result] = await self._write_trip(functools.partial(_toggle, taps=[tap], now=now))
             except Exception as exc:
                 if not done.done():
                     done.set_exception(exc)
