@@ -230,3 +230,23 @@ async def test_an_uninitialised_or_shut_client_says_so() -> None:
     await request.shutdown()  # twice: nothing to do
     with pytest.raises(NetworkError, match="not initialized"):
         await request.post("http://127.0.0.1:1/bot1:x/getMe")
+
+
+async def test_requests_cancelled_at_any_moment_leave_no_slot_taken(server: Server) -> None:
+    """Cancelled while waiting for a slot, while connecting, while the server holds the
+    answer: every slot comes back (a lost one would stop ``getUpdates``, whose pool is 1)."""
+    request = AiohttpRequest(1, pool_timeout=5.0)
+    await request.initialize()
+    try:
+        for delay in (0.0, 0.001, 0.005, 0.02, 0.05):
+            server.hold.clear()
+            calls = [asyncio.create_task(request.post(server.url)) for _ in range(3)]
+            await asyncio.sleep(delay)
+            for call in calls:
+                call.cancel()
+            await asyncio.gather(*calls, return_exceptions=True)
+            server.hold.set()
+            assert await asyncio.wait_for(request.post(server.url), 5) is True
+        assert not request._slots.locked()
+    finally:
+        await request.shutdown()

@@ -88,8 +88,8 @@ class AiohttpRequest(BaseRequest):
         if self._session is None or self._session.closed:
             tls = ssl.create_default_context(cafile=certifi.where())
             self._slots = asyncio.Semaphore(self.pool_size)
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.pool_size, ssl=tls),
+            self._session = aiohttp.ClientSession(  # (the pool's bound is ``_slots`` alone)
+                connector=aiohttp.TCPConnector(limit=0, ssl=tls),
                 headers={"User-Agent": self.USER_AGENT},
             )
 
@@ -124,6 +124,7 @@ class AiohttpRequest(BaseRequest):
         phases = (connect, write, read)
         timeout = aiohttp.ClientTimeout(
             total=None if None in phases else sum(p for p in phases if p is not None),
+            connect=connect,
             sock_connect=connect,
             sock_read=read,
         )
