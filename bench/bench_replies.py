@@ -165,7 +165,8 @@ def child_main() -> int:
         data.setdefault("t", time.monotonic())
         line = json.dumps({"event": event, **data}) + "\n"
         with lock:
-            events.write(line)
+            if not events.closed:  # (the collector and the sampler may outlive the bot's end)
+                events.write(line)
 
     def flush_events() -> None:
         while not events.closed:
