@@ -407,24 +407,24 @@ async def test_ensure_chat_writes_only_when_new_or_changed(store: Store) -> None
         await store._conn.set_trace_callback(None)
 
 
-async def test_a_chat_heard_from_again_is_not_read_again_until_it_changes(
+async def test_a_chat_that_wrote_again_is_not_read_again_until_it_changes(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every command and button goes through ``heard_from``: a chat seen active moments ago
+    """Every command and button goes through ``chat_wrote``: a chat seen active moments ago
     is not read again; whatever deactivates or moves it here makes the next one read."""
-    await store.heard_from(7, type="private", title=None)
+    await store.chat_wrote(7, type="private", title=None)
     trips = Trips(store)
     for _ in range(3):
-        await store.heard_from(7, type="private", title=None)
+        await store.chat_wrote(7, type="private", title=None)
     assert trips.count == 0
-    await store.heard_from(7, type="group", title="Readers")  # changed: read and written
+    await store.chat_wrote(7, type="group", title="Readers")  # changed: read and written
     assert trips.count == 1
     assert (await store.chat(7)).type == "group"  # type: ignore[union-attr]
     await store.deactivate_chat(7, "blocked")
-    await store.heard_from(7, type="group", title="Readers")  # reactivated at once
+    await store.chat_wrote(7, type="group", title="Readers")  # reactivated at once
     assert (await store.chat(7)).active  # type: ignore[union-attr]
     assert await store.migrate_chat(7, -1007)
-    await store.heard_from(-1007, type="supergroup", title="Readers")
+    await store.chat_wrote(-1007, type="supergroup", title="Readers")
     assert (await store.chat(-1007)).type == "supergroup"  # type: ignore[union-attr]
     # another process deactivates it: seen again only after SEEN_FOR
     other = await Store.open(tmp_path / "test.db", migrate=False, readers=0)
@@ -432,10 +432,10 @@ async def test_a_chat_heard_from_again_is_not_read_again_until_it_changes(
         await other.deactivate_chat(-1007, "blocked")
     finally:
         await other.close()
-    await store.heard_from(-1007, type="supergroup", title="Readers")
+    await store.chat_wrote(-1007, type="supergroup", title="Readers")
     assert not (await store.chat(-1007)).active  # type: ignore[union-attr]
     monkeypatch.setattr(store_chats, "SEEN_FOR", 0.0)
-    await store.heard_from(-1007, type="supergroup", title="Readers")
+    await store.chat_wrote(-1007, type="supergroup", title="Readers")
     assert (await store.chat(-1007)).active  # type: ignore[union-attr]
 
 
@@ -453,10 +453,10 @@ async def test_a_chat_read_active_while_it_is_deactivated_is_not_remembered(
         return found
 
     store.ensure_chat = slow_read  # type: ignore[method-assign]
-    await store.heard_from(8, type="private", title=None)
+    await store.chat_wrote(8, type="private", title=None)
     store.ensure_chat = read  # type: ignore[method-assign]
     assert not (await store.chat(8)).active  # type: ignore[union-attr]
-    await store.heard_from(8, type="private", title=None)  # read again, not taken as seen
+    await store.chat_wrote(8, type="private", title=None)  # read again, not taken as seen
     assert (await store.chat(8)).active  # type: ignore[union-attr]
 
 

@@ -255,7 +255,7 @@ def command(*, changes: bool = False) -> Callable[[Handler], Handler]:
                 return
             # A chat that writes to the bot can be written to again (it had blocked the bot or
             # removed it from the group: that made it inactive).
-            await tp.store.heard_from(chat.id, type=chat.type, title=chat.title)
+            await tp.store.chat_wrote(chat.id, type=chat.type, title=chat.title)
             tp.heard_from(chat.id)  # (alerts held for a closed forum topic are tried again)
             if changes and not await is_admin(update, context):
                 if update.callback_query:

@@ -19,7 +19,7 @@ CHAT_SETTINGS = frozenset(
 )
 
 
-SEEN_FOR = 60.0  # seconds a chat seen active is taken as active still (``heard_from``)
+SEEN_FOR = 60.0  # seconds a chat seen active is taken as active still (``chat_wrote``)
 SEEN_MAX = 50_000  # chats remembered so at most (then forgotten all at once)
 
 
@@ -72,7 +72,7 @@ class ChatQueries(Database):
         assert row is not None
         return rows.chat(row)
 
-    async def heard_from(self, chat_id: int, *, type: str, title: str | None) -> None:
+    async def chat_wrote(self, chat_id: int, *, type: str, title: str | None) -> None:
         """``ensure_chat(reactivate=True)`` for a chat that wrote to the bot: every command and
         button comes through here, so a chat seen active with this type and title in the last
         ``SEEN_FOR`` seconds is not read again (a tap on 👍 is then one read fewer). What

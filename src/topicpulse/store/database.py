@@ -158,9 +158,9 @@ class Database:
         # 👍 / 👎 taps waiting to be written together, and the task writing them (ratings.py)
         self._taps: list[Any] = []
         self._tap_writer: asyncio.Task[None] | None = None
-        # chats seen active, with their type and title, and when (chats.py: ``heard_from``)
+        # chats seen active, with their type and title, and when (chats.py: ``chat_wrote``)
         self._chats_seen: dict[int, tuple[str, str | None, float]] = {}
-        self._chats_forgotten = 0  # times a chat was deactivated or moved (heard_from's check)
+        self._chats_forgotten = 0  # times a chat was deactivated or moved (chat_wrote's check)
 
     def _now(self) -> str:
         return iso(self.clock())
