@@ -4,17 +4,26 @@ aiohttp, with python-telegram-bot's wire, limits and errors, against local serve
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from aiohttp import web
-from telegram import InputFile
+from telegram import InputFile, Message, Update
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
 from telegram.request._requestparameter import RequestParameter
 
-from topicpulse.bot.transport import POOL_FULL, POOL_SIZE, AiohttpRequest, bot_request, file_url
+from topicpulse.bot.transport import (
+    POOL_FULL,
+    POOL_SIZE,
+    AiohttpRequest,
+    UpdatesRequest,
+    bot_request,
+    file_url,
+    updates_request,
+)
 
 OK = b'{"ok":true,"result":true}'
 
@@ -103,9 +112,9 @@ def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
 
 async def test_the_bots_requests_go_through_aiohttp(monkeypatch: pytest.MonkeyPatch) -> None:
     no_proxy(monkeypatch)
-    calls, updates = bot_request(), bot_request(1)
+    calls, updates = bot_request(), updates_request()
     assert isinstance(calls, AiohttpRequest) and calls.pool_size == POOL_SIZE
-    assert isinstance(updates, AiohttpRequest) and updates.pool_size == 1
+    assert isinstance(updates, UpdatesRequest) and updates.pool_size == 1
     assert calls.read_timeout == 5.0  # python-telegram-bot's defaults
     assert file_url("http://127.0.0.1:1/bot") == "http://127.0.0.1:1/file/bot"
 
@@ -250,3 +259,31 @@ async def test_requests_cancelled_at_any_moment_leave_no_slot_taken(server: Serv
         assert not request._slots.locked()
     finally:
         await request.shutdown()
+
+
+def test_updates_arrive_without_the_entities_of_a_tapped_message() -> None:
+    """``getUpdates``' answers are trimmed before python-telegram-bot builds objects: the
+    entities of the message under a tapped button go (no handler reads them), a command's
+    entities (which ``CommandHandler`` needs) and the tapped message's text and keyboard stay."""
+    user = {"id": 7, "is_bot": False, "first_name": "Eve"}
+    chat = {"id": 7, "type": "private", "first_name": "Eve"}
+    bold = [{"type": "bold", "offset": 0, "length": 5}]
+    keyboard = {"inline_keyboard": [[{"text": "👍", "callback_data": "r:1:+"}]]}
+    tapped = {"message_id": 3, "date": 1, "chat": chat, "text": "Title and more"}
+    tapped |= {"entities": bold, "reply_markup": keyboard}
+    command = {"message_id": 4, "date": 1, "chat": chat, "from": user, "text": "/list"}
+    command["entities"] = [{"type": "bot_command", "offset": 0, "length": 5}]
+    query = {"id": "q", "from": user, "chat_instance": "c", "data": "r:1:+", "message": tapped}
+    payload = {"ok": True, "result": [{"update_id": 1, "callback_query": query}]}
+    payload["result"].append({"update_id": 2, "message": command})
+    data = UpdatesRequest().parse_json_payload(json.dumps(payload).encode())
+    first, second = (Update.de_json(u, None) for u in data["result"])  # type: ignore[arg-type]
+    assert first.callback_query is not None
+    message = first.callback_query.message
+    assert isinstance(message, Message) and message.entities == ()
+    assert message.text == "Title and more" and message.reply_markup is not None
+    assert second.message is not None and second.message.entities[0].type == "bot_command"
+    # every other method's answer is left as it came
+    other = {"ok": True, "result": {"message_id": 5, "entities": bold}}
+    assert AiohttpRequest().parse_json_payload(json.dumps(other).encode()) == other
+    assert UpdatesRequest().parse_json_payload(json.dumps(other).encode()) == other

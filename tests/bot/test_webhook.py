@@ -272,3 +272,19 @@ async def test_topicpulse_run_in_webhook_mode_answers_and_stops_cleanly_on_sigte
     assert code == 0, log
     assert "topicpulse stopped; database closed" in log
     assert fake.token not in log
+
+
+async def test_a_rating_tap_arrives_by_webhook(tmp_path: Path) -> None:
+    """A tap comes with the whole message under the button (its entities dropped before it is
+    read: ``intake``); the rating is stored and ticked as over long polling."""
+    async with bot_session(tmp_path, papers=seed_papers(), transport="webhook") as bot:
+        await bot.poll()
+        card = await bot.say(USER, "/paper 2611.00001")
+        assert bot.fake.message(USER, card.message_id)["entities"]  # type: ignore[index]
+        found = await bot.store.get_paper("2611.00001")
+        assert found is not None
+        _, answer = await bot.press(USER, card, f"r:{found.id}:+")
+        assert answer["text"].startswith("👍 Noted")
+        assert await bot.store.ratings_for(USER, [found.id]) == {found.id: 1}
+        assert [c.ok for c in bot.fake.calls_to("editMessageReplyMarkup")] == [True]
+        check_traffic(bot.fake)

@@ -37,7 +37,7 @@ from topicpulse.bot import handlers, membership, starting
 from topicpulse.bot.ratelimit import TelegramRateLimiter
 from topicpulse.bot.sender import SendTimeouts, TelegramSender
 from topicpulse.bot.serving import STOPPING, queue_update, register_webhook, start_web
-from topicpulse.bot.transport import bot_request, close_sessions, file_url
+from topicpulse.bot.transport import bot_request, close_sessions, file_url, updates_request
 from topicpulse.config import Settings
 from topicpulse.delivery import Delivery
 from topicpulse.delivery.upkeep import run_maintenance
@@ -381,7 +381,7 @@ def build_application(
         await pipeline.store.close()
         log.info("topicpulse stopped; database closed")
 
-    builder = ApplicationBuilder().request(bot_request()).get_updates_request(bot_request(1))
+    builder = ApplicationBuilder().request(bot_request()).get_updates_request(updates_request())
     if settings.webhook_url:
         builder = builder.updater(None)  # updates come in through the pages' server
     app = (

@@ -22,6 +22,7 @@ from telegram.error import (
 )
 from telegram.ext import Application
 
+from topicpulse.bot.intake import lighten
 from topicpulse.bot.ratelimit import retry_seconds
 from topicpulse.web.server import NotAccepting, WebContext, build_web_app
 
@@ -59,7 +60,7 @@ def queue_update(app: Application) -> Callable[[dict[str, Any]], Coroutine[Any, 
     async def receive(data: dict[str, Any]) -> None:
         if app.bot_data.get(STOPPING):
             raise NotAccepting("the bot is stopping")
-        await app.update_queue.put(Update.de_json(data, app.bot))
+        await app.update_queue.put(Update.de_json(lighten(data), app.bot))
 
     return receive
 

@@ -38,9 +38,11 @@ import certifi
 import httpx
 from telegram import Bot
 from telegram._utils.defaultvalue import DefaultValue
-from telegram._utils.types import ODVInput
+from telegram._utils.types import JSONDict, ODVInput
 from telegram.error import NetworkError, TimedOut
 from telegram.request import BaseRequest, HTTPXRequest, RequestData
+
+from topicpulse.bot.intake import lighten
 
 POOL_SIZE = 256  # connections at most (python-telegram-bot's own default for the bot)
 POOL_FULL = (
@@ -169,17 +171,38 @@ def _body(request_data: RequestData | None, files: object) -> dict[str, object]:
     return {"data": form}
 
 
+class UpdatesRequest(AiohttpRequest):
+    """``getUpdates``' request: one connection, and the updates trimmed (``intake``)."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+
+    def parse_json_payload(self, payload: bytes) -> JSONDict:  # type: ignore[override]
+        data = super().parse_json_payload(payload)
+        if isinstance(data.get("result"), list):
+            for update in data["result"]:
+                lighten(update)
+        return data
+
+
 def behind_proxy() -> bool:
     return any(scheme in ("https", "all") for scheme in urllib.request.getproxies())
 
 
 def bot_request(pool_size: int = POOL_SIZE) -> BaseRequest:
-    """The request object for the bot's calls (``pool_size`` 1 for ``getUpdates``, which holds
-    its connection): an ``AiohttpRequest``, or python-telegram-bot's own behind a proxy set in
-    the environment."""
+    """The request object for the bot's calls: an ``AiohttpRequest``, or python-telegram-bot's
+    own behind a proxy set in the environment."""
     if behind_proxy():
         return HTTPXRequest(connection_pool_size=pool_size)
     return AiohttpRequest(pool_size)
+
+
+def updates_request() -> BaseRequest:
+    """The request object for ``getUpdates``, which holds its one connection while it waits:
+    an ``UpdatesRequest``, or python-telegram-bot's own behind a proxy (updates untrimmed)."""
+    if behind_proxy():
+        return HTTPXRequest(connection_pool_size=1)
+    return UpdatesRequest()
 
 
 async def close_sessions(bot: Bot) -> None:
