@@ -12,6 +12,7 @@ import itertools
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +22,7 @@ from topicpulse.delivery.chats import follow
 from topicpulse.models import Paper, iso
 from topicpulse.sources.arxiv import USER_AGENT, ArxivClient
 from topicpulse.sources.ingest import Ingestor, harvest_sets
+from topicpulse.sources.storing import KeepPage
 from topicpulse.store import Store
 from topicpulse.topics.matching import match_new_papers
 
@@ -186,6 +188,30 @@ async def test_a_replacement_updates_the_paper_and_never_alerts_again(
     await ingestor.poll()  # the same record again: never a version down
     assert stored(store)["2605.33333"][1] == 3
     assert await alerts(store) == [(1, "2605.33333")]
+
+
+async def test_pages_are_stored_where_they_are_parsed_and_the_bots_cache_follows(
+    store: Store, client: ArxivClient, fake: FakeArxiv, tmp_path: Path
+) -> None:
+    """The intake's pages are stored by the worker process that parsed them (a store in a
+    file); what this process had read of a paper before (its read cache) gives way to the
+    newer version stored there. In memory, the page is stored here, the same way."""
+    ingestor = make_ingestor(store, client, fake)
+    assert isinstance(ingestor._keep_apart(), KeepPage)
+    fake.replace([make_paper("2605.44444", ago(3))])
+    await ingestor.poll()
+    [row_id] = [r[0] for r in stored(store).values()]
+    assert (await store.papers_by_ids([row_id]))[0].version == 1  # (now in the read cache)
+    fake.replace([make_paper("2605.44444", ago(3), version=2, title="Title v2", updated=ago(0))])
+    stats, _ = await ingestor.poll()
+    assert (stats.new, stats.updated) == (0, 1)
+    [seen] = await store.papers_by_ids([row_id])
+    assert (seen.version, seen.title) == (2, "Title v2")
+    async with await Store.open(":memory:") as memory:
+        here = make_ingestor(memory, client, fake)
+        assert here._keep_apart() is None
+        stats, _ = await here.poll()
+        assert stats.new == 1 and (await memory.get_paper("2605.44444")) is not None
 
 
 async def test_a_bot_down_for_three_days_catches_up_without_a_gap(

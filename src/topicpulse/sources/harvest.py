@@ -11,25 +11,39 @@ twice. The caller advances its watermark (the next harvest's ``from``) only afte
 page; ``Harvest.watermark`` keeps the first page's ``responseDate``, which arXiv's
 documentation suggests, though the intake uses the newest datestamp it read (a day whose
 update had not loaded yet is then read again).
+
+Pages are parsed in a worker process (``offload``). With a ``keep`` (the intake's: store the
+page's papers), each page is also kept there, and only its records' headers come back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import pickle
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import date
 
 from topicpulse import offload
 from topicpulse.sources.arxiv import ArxivClient, ArxivUnavailable
-from topicpulse.sources.oai import BAD_TOKEN, OaiError, OaiPage, list_headers, parse_packed
+from topicpulse.sources.oai import (
+    BAD_TOKEN,
+    OaiError,
+    OaiPage,
+    list_headers,
+    parse_list_records,
+    parse_packed,
+)
 
 log = logging.getLogger(__name__)
 METADATA = "arXiv"
 MAX_RESTARTS = 2
 MAX_PAGES = 10_000  # a bound on one harvest: a server that never ends its list is an error
+# Run on each page where it was parsed (a worker process: so it must pickle, e.g. a frozen
+# dataclass of a module's); what it returns comes back as the page's ``kept``.
+Keep = Callable[[OaiPage], object]
 
 
 def oai_set(category: str) -> str:
@@ -59,8 +73,10 @@ class OaiHarvester:
         self.url = url
         self.max_restarts = max_restarts
 
-    async def _page(self, params: dict[str, str | int]) -> OaiPage:
+    async def _page(self, params: dict[str, str | int], keep: Keep | None = None) -> OaiPage:
         body = await self.client.get_body(params, self.url)
+        if keep is not None:
+            return await offload.run(parse_and_keep, body, keep)
         # Parsed in a worker process, not a thread: parsing a page of 2,000 records holds the
         # GIL for ~100 ms at a time (one C call), and every reply would wait for it. The
         # records come back in pickled parts, unpickled one at a time between other work.
@@ -95,12 +111,14 @@ class OaiHarvester:
         harvest: Harvest | None = None,
         *,
         resume: str | None = None,
+        keep: Keep | None = None,
     ) -> AsyncIterator[OaiPage]:
         """Every page of ``ListRecords`` for ``set_spec`` from ``since`` (inclusive; None:
         everything), in order; with ``resume``, from that resumption token on (an interrupted
         harvest; if it has expired, from the first page again). ``harvest`` collects the
-        figures as it goes. Raises ``ArxivUnavailable`` when arXiv does not answer, ``OaiError``
-        for an error document."""
+        figures as it goes; ``keep`` is run on each page in the worker process that parsed it
+        (the page's records then come without their papers). Raises ``ArxivUnavailable`` when
+        arXiv does not answer, ``OaiError`` for an error document."""
         harvest = harvest if harvest is not None else Harvest()
         first: dict[str, str | int] = {"verb": "ListRecords", "metadataPrefix": METADATA}
         if set_spec:
@@ -112,7 +130,7 @@ class OaiHarvester:
             params = {"verb": "ListRecords", "resumptionToken": resume}
         while True:
             try:
-                page = await self._page(params)
+                page = await self._page(params, keep)
             except OaiError as exc:
                 if exc.code != BAD_TOKEN or params is first:
                     raise
@@ -134,3 +152,12 @@ class OaiHarvester:
             if harvest.pages >= MAX_PAGES:
                 raise ArxivUnavailable(f"OAI-PMH harvest did not end after {MAX_PAGES} pages")
             params = {"verb": "ListRecords", "resumptionToken": page.token.value}
+
+
+def parse_and_keep(data: bytes, keep: Keep) -> OaiPage:
+    """In a worker process: parse a ``ListRecords`` page and ``keep`` it there. The page goes
+    back with its records' headers only: the papers were kept where they were parsed."""
+    page = parse_list_records(data)
+    page.kept = keep(page)
+    page.records = [dataclasses.replace(r, paper=None) for r in page.records]
+    return page

@@ -68,6 +68,7 @@ class OaiPage:
     records: list[OaiRecord] = field(default_factory=list)
     token: ResumptionToken | None = None  # None: the last page
     skipped: int = 0  # records without the fields a paper needs
+    kept: object = None  # what a harvest's ``keep`` made of the page where it was parsed
 
     @property
     def papers(self) -> list[Paper]:

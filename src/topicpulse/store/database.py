@@ -165,6 +165,10 @@ class Database:
     def _now(self) -> str:
         return iso(self.clock())
 
+    def papers_written_apart(self) -> None:
+        """Another process stored papers (the intake's worker): the read caches forget them."""
+        self._paper_cache.clear()
+
     def cache_marks(self) -> tuple[int, int]:
         """Where the read caches stand: they change whenever a cache is cleared (a write)."""
         return self._paper_cache.generation, self._tag_cache.generation
