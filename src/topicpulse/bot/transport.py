@@ -189,12 +189,12 @@ def behind_proxy() -> bool:
     return any(scheme in ("https", "all") for scheme in urllib.request.getproxies())
 
 
-def bot_request(pool_size: int = POOL_SIZE) -> BaseRequest:
+def bot_request() -> BaseRequest:
     """The request object for the bot's calls: an ``AiohttpRequest``, or python-telegram-bot's
     own behind a proxy set in the environment."""
     if behind_proxy():
-        return HTTPXRequest(connection_pool_size=pool_size)
-    return AiohttpRequest(pool_size)
+        return HTTPXRequest(connection_pool_size=POOL_SIZE)
+    return AiohttpRequest()
 
 
 def updates_request() -> BaseRequest:
