@@ -148,6 +148,8 @@ class Bot:
             what=lambda: f"the updates to be fetched; {self.fake.summary()}",
         )
         await asyncio.wait_for(self.app.update_queue.join(), timeout=30)
+        ticks = self.app.bot_data["topicpulse"].ticks  # (ratings' ticks follow their taps)
+        await wait_for(ticks.idle, timeout=30, what="the ratings' ticks to be sent")
 
     async def ask(self, chat_id: int, text: str, **kwargs: Any) -> list[SentMessage]:
         """Send ``text`` as a user and return everything the bot sent to the chat in answer."""

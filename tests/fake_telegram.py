@@ -93,7 +93,7 @@ import re
 import struct
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -584,6 +584,7 @@ class FakeTelegram:
 
         self._in_flight = 0
         self._hold_at: int | None = None  # hold_sends: answers beyond this many accepted wait
+        self._hold_methods = RATE_LIMITED_METHODS  # (hold_sends: the methods it holds)
         self._gate = asyncio.Event()
         self._held = 0
         self._runner: web.AppRunner | None = None
@@ -949,12 +950,13 @@ class FakeTelegram:
             self._owners.pop(chat_id, None)
         self._admins[chat_id] = admins
 
-    def hold_sends(self, after: int = 0) -> None:
-        """Answer ``after`` more accepted sends (the flood-controlled methods); the ones accepted
-        after them stay unanswered, in flight, until :meth:`release_sends`. A client can be
-        caught (or killed) mid-send without racing it: its messages were delivered, but it
-        does not know yet."""
+    def hold_sends(self, after: int = 0, methods: Iterable[str] = RATE_LIMITED_METHODS) -> None:
+        """Answer ``after`` more accepted sends (the flood-controlled methods, or ``methods``);
+        the ones accepted after them stay unanswered, in flight, until :meth:`release_sends`. A
+        client can be caught (or killed) mid-send without racing it: its messages were
+        delivered, but it does not know yet."""
         self._hold_at = len(self.sent) + after
+        self._hold_methods = frozenset(methods)
 
     def release_sends(self) -> None:
         """Answer the held sends, and stop holding."""
@@ -1315,7 +1317,7 @@ class FakeTelegram:
         while (
             self._hold_at is not None
             and len(self.sent) > self._hold_at
-            and method in RATE_LIMITED_METHODS
+            and method in self._hold_methods
         ):
             self._held += 1
             try:

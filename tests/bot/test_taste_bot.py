@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -136,6 +137,40 @@ async def test_alerts_carry_one_row_per_paper(bot: Bot) -> None:
     _, answer = await bot.press(USER, grouped, rate_buttons(grouped)[3][1])
     assert answer["text"].startswith("👎")
     assert await bot.store.rating_counts(USER) == (0, 1)
+
+
+async def test_quick_taps_are_answered_at_once_and_their_ticks_fold(bot: Bot) -> None:
+    """A reader rating down a list faster than Telegram lets a chat be sent to: every tap is
+    answered without waiting for the tick of the tap before (here the first tick's edit hangs,
+    unanswered), and the ticks wanted meanwhile fold into one edit showing every rating."""
+    [listed] = await bot.ask(USER, "/latest RL for Language Models 3")
+    rows = rate_buttons(listed)
+    assert len(rows) == 6
+    bot.fake.hold_sends(methods={"editMessageReplyMarkup"})  # ticks get no answer till released
+    taps = [rows[0][1], rows[3][1], rows[4][1], rows[0][1]]  # 👍 1, 👎 2, 👍 3, 👍 1 again
+
+    def answered() -> list[str]:
+        return [a.get("text", "").split(" —")[0] for a in bot.fake.callback_answers.values()]
+
+    def edits() -> list[Any]:
+        return bot.fake.calls_to("editMessageReplyMarkup")
+
+    bot.fake.user_presses(USER, listed.message_id, taps[0])
+    await wait_for(lambda: answered() and edits(), timeout=30, what="the first tap's tick")
+    for data in taps[1:]:  # while its tick hangs
+        bot.fake.user_presses(USER, listed.message_id, data)
+    await wait_for(lambda: len(answered()) == len(taps), timeout=30, what="every tap answered")
+    assert answered() == ["👍 Noted", "👎 Noted", "👍 Noted", "Rating removed."]
+    assert len(edits()) == 1  # one edit in flight per message: the others wait, folded
+    bot.fake.release_sends()
+    await bot.idle()
+    assert len(edits()) == 2 and all(e.ok for e in edits())  # the first, and the rest in one
+    shown = bot.fake.message(USER, listed.message_id)
+    assert shown is not None
+    labels = [b["text"] for row in shown["reply_markup"]["inline_keyboard"] for b in row]
+    assert labels[:6] == ["👍 1", "👎 1", "👍 2", "👎 2 ✓", "👍 3 ✓", "👎 3"]
+    ids = [int(data.split(":")[1]) for _, data in rows[::2]]
+    assert await bot.store.ratings_for(USER, ids) == {ids[1]: -1, ids[2]: 1}
 
 
 async def test_forged_and_stale_rating_buttons_have_expired(bot: Bot) -> None:

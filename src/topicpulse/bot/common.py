@@ -26,6 +26,7 @@ from telegram.constants import ChatMemberStatus, ChatType, ParseMode
 from telegram.error import BadRequest
 from telegram.ext import ContextTypes
 
+from topicpulse.bot.ticks import Ticks
 from topicpulse.bot.views import Keyboard, View
 from topicpulse.config import Settings
 from topicpulse.delivery import packing
@@ -69,9 +70,13 @@ class BotContext:
         default_factory=weakref.WeakValueDictionary
     )
     topic_filters: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    ticks: Ticks = field(init=False)  # ratings' ticks on their messages' buttons
     answer_writer: AnswerWriter | None = None  # /ask's generated answer, when configured
     # fetches papers the store lacks from arXiv's search API (``Ingestor.lookup``)
     lookup: Lookup | None = None
+
+    def __post_init__(self) -> None:
+        self.ticks = Ticks(self.remember_edit)
 
     def allow(self, sender_id: int) -> bool:
         """Per-sender command rate limit (a sliding window, in memory); ``sender_id`` is
@@ -184,6 +189,7 @@ async def edit_message(tp: BotContext, query: CallbackQuery, view: View) -> None
     wanted = (visible(view.text), view.keyboard)
     if now == wanted:
         return  # Telegram would answer 400 "message is not modified"
+    tp.ticks.drop(key)  # (a rating's tick of the old keyboard must not follow)
     try:
         await query.edit_message_text(
             view.text,

@@ -9,6 +9,7 @@ on or off change the group's settings, so they are for its administrators.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from telegram import Message, Update
@@ -45,10 +46,11 @@ async def rate_button(
     update: Update, context: ContextTypes.DEFAULT_TYPE, button: callbacks.Rate
 ) -> None:
     """👍 / 👎: stored at once (with the other taps of the moment: ``Store.tap``) and
-    acknowledged; the message's buttons show the rating (a low send for the rate limiter:
-    when a thousand readers rate at once, more ticks are due than Telegram lets a bot send,
-    and they must not hold up replies or alerts); the taste is retrained afterwards, in the
-    worker process. A 👎 may bring the offer to leave a word out of a topic (``refining``)."""
+    acknowledged; then the message's buttons show the rating (``ticks``: in the background, a
+    low send for the rate limiter: when a thousand readers rate at once, more ticks are due
+    than Telegram lets a bot send, and they must not hold up replies, alerts or the chat's
+    next tap); the taste is retrained afterwards, in the worker process. A 👎 may bring the
+    offer to leave a word out of a topic (``refining``)."""
     tp = services(context)
     query = update.callback_query
     assert query is not None and update.effective_user is not None
@@ -73,41 +75,31 @@ async def rate_button(
         return
     await query.answer(views.rated(tapped.value))
     tp.on_rated(chat_id)
-    if message is not None and key is not None:
-        await _tick(context, message, key, text, views.relabel(keyboard, tapped.shown), keyboard)
+    if key is not None:  # the tick follows, in the background (``ticks``)
+        wanted = views.relabel(keyboard, tapped.shown)
+        spawn = functools.partial(context.application.create_task, update=update)
+        tp.ticks.want(key, text, wanted, keyboard, functools.partial(_tick, context, key), spawn)
     if tapped.value < 0:  # several 👎 in a topic that share a word: offer to leave it out, once
         found = await tp.store.papers_by_ids([button.paper_id])
         if found:
             await refining.offer_after_dislike(update, context, chat_id, found[0])
 
 
-async def _tick(
-    context: ContextTypes.DEFAULT_TYPE,
-    message: Message,
-    key: tuple[int, int],
-    text: str,
-    wanted: Keyboard,
-    keyboard: Keyboard,
-) -> None:
-    """Tick the ratings (only the keyboard changes), after replies and alerts, or not at all
-    when the bot sends all Telegram lets it: the answer has acknowledged the rating."""
-    if wanted == keyboard:
-        return
-    edit = {
-        "chat_id": message.chat.id,
-        "message_id": message.message_id,
-        "reply_markup": inline_keyboard(wanted),
-    }
+async def _tick(context: ContextTypes.DEFAULT_TYPE, key: tuple[int, int], wanted: Keyboard) -> bool:
+    """Tick the ratings (only the keyboard changes), after replies and alerts: False when left
+    out (the bot sends all Telegram lets it; the tap's answer has acknowledged the rating)."""
+    chat_id, message_id = key
+    edit = {"chat_id": chat_id, "message_id": message_id, "reply_markup": inline_keyboard(wanted)}
     try:  # (the edited message that comes back is not parsed: only whether it was accepted)
         await context.bot.do_api_request(
             "editMessageReplyMarkup", api_kwargs=edit, rate_limit_args=Priority.LOW
         )
     except RetryAfter:  # (NoRoom, or a 429)
-        return
+        return False
     except BadRequest as exc:
         if "not modified" not in exc.message.lower():
             raise
-    services(context).remember_edit(key, (text, wanted))
+    return True
 
 
 def _shown(message: Message) -> Keyboard:
