@@ -56,13 +56,9 @@ async def rate_button(
     assert query is not None and update.effective_user is not None
     chat_id = chat_id_of(update)
     message = query.message if isinstance(query.message, Message) else None
-    key = (message.chat.id, message.message_id) if message else None
-    text, keyboard = (key and tp.last_edit.get(key)) or (
-        (message.text or message.caption or "", _shown(message)) if message else ("", [])
-    )
     shown = [
         b.paper_id
-        for row in keyboard
+        for row in (_showing(tp, message)[1] if message else [])
         for _, data in row
         if isinstance(b := callbacks.decode(data), callbacks.Rate)
     ]
@@ -75,7 +71,9 @@ async def rate_button(
         return
     await query.answer(views.rated(tapped.value))
     tp.on_rated(chat_id)
-    if key is not None:  # the tick follows, in the background (``ticks``)
+    if message is not None:  # the tick follows, in the background (``ticks``)
+        key = (message.chat.id, message.message_id)
+        text, keyboard = _showing(tp, message)  # (read again: a tick may have landed meanwhile)
         wanted = views.relabel(keyboard, tapped.shown)
         spawn = functools.partial(context.application.create_task, update=update)
         tp.ticks.want(key, text, wanted, keyboard, functools.partial(_tick, context, key), spawn)
@@ -100,6 +98,15 @@ async def _tick(context: ContextTypes.DEFAULT_TYPE, key: tuple[int, int], wanted
         if "not modified" not in exc.message.lower():
             raise
     return True
+
+
+def _showing(tp: BotContext, message: Message) -> tuple[str, Keyboard]:
+    """What the message says and shows now, as far as the bot knows: its last edit, else the
+    copy the update carries."""
+    return tp.last_edit.get((message.chat.id, message.message_id)) or (
+        message.text or message.caption or "",
+        _shown(message),
+    )
 
 
 def _shown(message: Message) -> Keyboard:
