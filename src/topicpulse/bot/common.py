@@ -173,9 +173,14 @@ def visible(html_text: str) -> str:
     return html.unescape(_TAG.sub("", html_text)).strip()
 
 
-def _shown_keyboard(message: Message) -> Keyboard:
+def showing(tp: BotContext, message: Message) -> tuple[str, Keyboard]:
+    """What a message says and shows now, as far as the bot knows: what our last edit made it,
+    else the copy the update carries (its keyboard as ``markup`` was given it)."""
     rows = message.reply_markup.inline_keyboard if message.reply_markup else ()
-    return [[(b.text, b.callback_data or "") for b in row] for row in rows]  # type: ignore[misc]
+    return tp.last_edit.get((message.chat.id, message.message_id)) or (
+        message.text or message.caption or "",
+        [[(b.text, b.callback_data or b.url or "") for b in row] for row in rows],  # type: ignore[misc]
+    )
 
 
 async def edit_message(tp: BotContext, query: CallbackQuery, view: View) -> None:
@@ -185,9 +190,8 @@ async def edit_message(tp: BotContext, query: CallbackQuery, view: View) -> None
     if not isinstance(message, Message):
         return
     key = (message.chat.id, message.message_id)
-    now = tp.last_edit.get(key) or (message.text or "", _shown_keyboard(message))
     wanted = (visible(view.text), view.keyboard)
-    if now == wanted:
+    if showing(tp, message) == wanted:
         return  # Telegram would answer 400 "message is not modified"
     tp.ticks.drop(key)  # (a rating's tick of the old keyboard must not follow)
     try:

@@ -31,6 +31,7 @@ from topicpulse.bot.common import (
     reply,
     reply_view,
     services,
+    showing,
 )
 from topicpulse.bot.views import Keyboard
 from topicpulse.delivery import formatting, refine, tastes, weekly
@@ -58,7 +59,7 @@ async def rate_button(
     message = query.message if isinstance(query.message, Message) else None
     shown = [
         b.paper_id
-        for row in (_showing(tp, message)[1] if message else [])
+        for row in (showing(tp, message)[1] if message else [])
         for _, data in row
         if isinstance(b := callbacks.decode(data), callbacks.Rate)
     ]
@@ -73,7 +74,7 @@ async def rate_button(
     tp.on_rated(chat_id)
     if message is not None:  # the tick follows, in the background (``ticks``)
         key = (message.chat.id, message.message_id)
-        text, keyboard = _showing(tp, message)  # (read again: a tick may have landed meanwhile)
+        text, keyboard = showing(tp, message)  # (read again: a tick may have landed meanwhile)
         wanted = views.relabel(keyboard, tapped.shown)
         spawn = functools.partial(context.application.create_task, update=update)
         tp.ticks.want(key, text, wanted, keyboard, functools.partial(_tick, context, key), spawn)
@@ -98,20 +99,6 @@ async def _tick(context: ContextTypes.DEFAULT_TYPE, key: tuple[int, int], wanted
         if "not modified" not in exc.message.lower():
             raise
     return True
-
-
-def _showing(tp: BotContext, message: Message) -> tuple[str, Keyboard]:
-    """What the message says and shows now, as far as the bot knows: its last edit, else the
-    copy the update carries."""
-    return tp.last_edit.get((message.chat.id, message.message_id)) or (
-        message.text or message.caption or "",
-        _shown(message),
-    )
-
-
-def _shown(message: Message) -> Keyboard:
-    rows = message.reply_markup.inline_keyboard if message.reply_markup else ()
-    return [[(b.text, b.callback_data or b.url or "") for b in row] for row in rows]  # type: ignore[misc]
 
 
 async def list_keyboard(
