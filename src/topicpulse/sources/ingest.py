@@ -2,10 +2,11 @@
 papers from its search API, imports of saved files.
 
 Every round is recorded in the store (``ingest_runs``) with its requests, new and updated
-papers, errors and duration. Each harvested page is stored in one transaction, with the
-harvest's progress past it, so a page is never half-written and an interrupted harvest loses
-nothing: what it stored stays, what it had not reached is read by the next one (a page read
-twice is stored once: the upsert reads it as unchanged).
+papers, errors and duration. Each harvested page is stored in slices of a few hundred papers
+(short write transactions: a reader's 👍 gets in between), the harvest's progress past it
+with the last slice, so an interrupted harvest loses nothing: what it stored stays, what it
+had not reached (a page cut short included) is read by the next one (a page read twice is
+stored once: the upsert reads it as unchanged).
 
 - ``poll``: the daily intake. A small ``ListIdentifiers`` request (headers only) asks whether
   anything changed since the newest record seen (a later datestamp, or a record of that day
@@ -191,7 +192,7 @@ class Ingestor:
         intake: IntakeUpdate | None = None,
         oldest: str | None = None,
     ) -> str:
-        """Store one page's papers (and ``intake``) in one transaction, unless the worker
+        """Store one page's papers (and ``intake``: ``storing.store_page``), unless the worker
         that parsed it did (``page.kept``); its newest datestamp."""
         if isinstance(page.kept, Kept):
             kept = page.kept
