@@ -507,13 +507,9 @@ async def test_migrating_a_chat_a_second_time_changes_nothing(
     assert await store.migrate_chat(-1001, -1001) is False  # (a chat never moves onto itself)
 
 
-async def test_a_users_read_goes_ahead_of_background_reads(store: Store) -> None:
-    """With every shared reader busy (a delivery pass, a spike check), a read made while
-    serving a user still runs at once, on the reader kept for users."""
-    from topicpulse.store import interactive
-
-    await store.upsert_papers([make_paper("2605.00001", "2026-05-01T00:00:00Z")])
-    held, release = asyncio.Event(), asyncio.Event()
+async def _hold_shared_readers(store: Store, release: asyncio.Event) -> list[asyncio.Task[None]]:
+    """Both shared readers borrowed (a delivery pass, a spike check) until ``release``."""
+    held = asyncio.Event()
     holding = 0
 
     async def hold_a_reader() -> None:
@@ -526,6 +522,17 @@ async def test_a_users_read_goes_ahead_of_background_reads(store: Store) -> None
 
     holders = [asyncio.create_task(hold_a_reader()) for _ in range(2)]
     await held.wait()
+    return holders
+
+
+async def test_a_users_read_goes_ahead_of_background_reads(store: Store) -> None:
+    """With every shared reader busy (a delivery pass, a spike check), a read made while
+    serving a user still runs at once, on the reader kept for users."""
+    from topicpulse.store import interactive
+
+    await store.upsert_papers([make_paper("2605.00001", "2026-05-01T00:00:00Z")])
+    release = asyncio.Event()
+    holders = await _hold_shared_readers(store, release)
     background = asyncio.create_task(store.count_papers())
     await asyncio.sleep(0)
     with interactive():
@@ -534,6 +541,33 @@ async def test_a_users_read_goes_ahead_of_background_reads(store: Store) -> None
     release.set()
     await asyncio.gather(*holders)
     assert await background == 1
+
+
+async def test_after_the_answer_a_handlers_reads_are_background_reads(store: Store) -> None:
+    """``answered`` inside ``serving`` (a 👎's follow-up after its acknowledgement): its reads
+    wait for a shared reader like a delivery's, and the user no longer counts as being served
+    (a delivery worker does not wait for it)."""
+    await store.upsert_papers([make_paper("2605.00001", "2026-05-01T00:00:00Z")])
+    release = asyncio.Event()
+    holders = await _hold_shared_readers(store, release)
+    with store.serving():
+        assert store.users.count == 1
+        with store.answered():
+            assert store.users.count == 0
+            follow_up = asyncio.create_task(store.count_papers())
+            await asyncio.sleep(0)
+        assert store.users.count == 1
+        # a user's read runs at once on the reader kept for users; the follow-up did not
+        # take that reader before it, and still waits for a shared one
+        assert await asyncio.wait_for(store.count_papers(), timeout=30) == 1
+        assert not follow_up.done()
+    assert store.users.count == 0
+    release.set()
+    assert await follow_up == 1
+    with store.answered():  # (outside serving: nothing changes)
+        assert store.users.count == 0
+    assert store.users.count == 0
+    await asyncio.gather(*holders)
 
 
 async def test_affiliations_are_stored_and_arriving_later_update_the_paper(store: Store) -> None:

@@ -1,4 +1,4 @@
-"""Waiting for the write lock: a writer tries again every ``LOCK_POLL`` while another
+"""Waiting for the write lock: a writer tries again every few milliseconds while another
 connection writes (``store.database.begin_immediate``), and a page is stored in slices
 (``sources.storing``), so a write that arrives while a page is being stored (a reader's 👍)
 gets in between two slices, not after the whole page."""

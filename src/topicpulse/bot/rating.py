@@ -79,9 +79,10 @@ async def rate_button(
         spawn = functools.partial(context.application.create_task, update=update)
         tp.ticks.want(key, text, wanted, keyboard, functools.partial(_tick, context, key), spawn)
     if tapped.value < 0:  # several 👎 in a topic that share a word: offer to leave it out, once
-        found = await tp.store.papers_by_ids([button.paper_id])
-        if found:
-            await refining.offer_after_dislike(update, context, chat_id, found[0])
+        with tp.store.answered():  # (after the answer: replies' reads go first)
+            found = await tp.store.papers_by_ids([button.paper_id])
+            if found:
+                await refining.offer_after_dislike(update, context, chat_id, found[0])
 
 
 async def _tick(context: ContextTypes.DEFAULT_TYPE, key: tuple[int, int], wanted: Keyboard) -> bool:

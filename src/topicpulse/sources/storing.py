@@ -15,7 +15,7 @@ from topicpulse.sources.oai import OaiPage
 from topicpulse.store import IntakeUpdate, Store
 
 SLICE = 250  # papers per write transaction (~40 ms of the write lock on a big store)
-PAUSE = 0.004  # s between slices: longer than a waiting writer's poll (LOCK_POLL)
+PAUSE = 0.004  # s between slices: longer than a waiting writer's tries are apart (2 ms)
 
 
 @dataclass(frozen=True, slots=True)

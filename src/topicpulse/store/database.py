@@ -127,18 +127,20 @@ def _in_read_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Conne
 
 
 # How a writer waits while another connection (a worker storing a page) holds the write
-# lock. SQLite's own busy handler sleeps longer and longer between tries (up to 100 ms), and
-# slept through the short gaps a worker leaves between a page's slices (``sources.storing``);
-# tried every ``LOCK_POLL``, a 👍 gets in at the next gap (bench/bench_replies.py --raters
-# 1000: taps during a round acknowledged at p95 ~50 ms instead of ~200-300 ms).
-LOCK_POLL = 0.002  # s between tries (the GIL is released while it sleeps)
+# lock. SQLite's busy handler sleeps longer and longer between its tries (up to 100 ms after
+# the first ~0.2 s), and slept through the short gaps a worker leaves between a page's slices
+# (``sources.storing``). So it is given ``LOCK_POLL_MS`` at a time, in which it tries at
+# +0, 1, 3 and 5 ms (its sleeps release the GIL), and asked again: a 👍 gets in at the next
+# gap (bench/bench_replies.py --raters 1000: taps during a round acknowledged at p95 ~50 ms
+# instead of ~200-300 ms). A loop sleeping 2 ms in Python would take the GIL twice as often.
+LOCK_POLL_MS = 5
 LOCK_WAIT = 10.0  # s before giving up with SQLite's "database is locked", as busy_timeout did
 
 
 def begin_immediate(conn: sqlite3.Connection, wait: float = LOCK_WAIT) -> None:
-    """``BEGIN IMMEDIATE`` on the connection's thread, trying again every ``LOCK_POLL``
-    seconds, for up to ``wait``, while another connection holds the write lock."""
-    conn.execute("PRAGMA busy_timeout=0")  # (each try returns at once; this loop waits)
+    """``BEGIN IMMEDIATE`` on the connection's thread, trying again and again, for up to
+    ``wait`` seconds, while another connection holds the write lock."""
+    conn.execute(f"PRAGMA busy_timeout={LOCK_POLL_MS}")
     try:
         deadline = time.monotonic() + wait
         while True:
@@ -149,7 +151,6 @@ def begin_immediate(conn: sqlite3.Connection, wait: float = LOCK_WAIT) -> None:
                 busy = exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
                 if not busy or time.monotonic() > deadline:
                     raise
-            time.sleep(LOCK_POLL)
     finally:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
@@ -225,6 +226,22 @@ class Database:
                 yield
         finally:
             self.users.leave()
+
+    @contextmanager
+    def answered(self) -> Iterator[None]:
+        """Inside ``serving``, once the user has their answer: what the handler does after it
+        (a 👎's refinement check) is background work. Its reads queue behind users' reads,
+        and delivery no longer waits for it."""
+        if not _INTERACTIVE.get():  # (not serving a user: nothing to step out of)
+            yield
+            return
+        self.users.leave()
+        token = _INTERACTIVE.set(False)
+        try:
+            yield
+        finally:
+            _INTERACTIVE.reset(token)
+            self.users.enter()
 
     # ------------------------------------------------------------------ lifecycle
     @classmethod
