@@ -1030,6 +1030,17 @@ RATING_PHASE: list[tuple[float, float]] = []
 STATES = ("idle", "rating", "busy", "drain")
 
 
+def save_samples(path: Path, probes: list[Probe], raters: int) -> None:
+    """One line: this run's reply latencies (s) by the bot's state, for pooling runs."""
+    latencies: dict[str, list[float]] = {state: [] for state in STATES}
+    for probe in probes:
+        if probe.latency is not None and probe.state in latencies:
+            latencies[probe.state].append(round(probe.latency, 5))
+    line = {"at": time.strftime("%Y-%m-%dT%H:%M:%S"), "raters": raters, "latency": latencies}
+    with path.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
 def state_at(t: float, rounds: list[RoundInfo], tail: float) -> str:
     if any(start <= t <= end for start, end in RATING_PHASE):
         return "rating"
@@ -1341,6 +1352,9 @@ async def main(args: argparse.Namespace) -> int:
         if probe.delivered is not None:
             probe.state = state_at(probe.delivered, rounds, args.tail)
 
+    if args.samples:
+        save_samples(args.samples, typist.probes, args.raters)
+
     print("\n=== bench_replies: reply latency while a round ingests and matches ===")
     print(
         f"bot: child process (real Application), fake Bot API with Telegram's limits and "
@@ -1636,6 +1650,12 @@ def parse_args() -> argparse.Namespace:
         help="cProfile the bot's event-loop thread into bench/out/replies-bot.prof",
     )
     parser.add_argument("--verbose", action="store_true", help="the slowest commands")
+    parser.add_argument(
+        "--samples",
+        type=Path,
+        help="append this run's reply latencies by state to this JSON-lines file"
+        " (bench/replies_pooled.py pools several runs: one run's p95 rests on ~6 replies)",
+    )
     return parser.parse_args()
 
 
