@@ -75,6 +75,27 @@ async def test_a_writer_gives_up_after_its_wait_with_sqlites_error(store: Store)
     mine.close()
 
 
+async def test_a_write_cancelled_while_it_waits_for_the_lock_leaves_no_transaction(
+    store: Store,
+) -> None:
+    """(Shutting down cancels a write that waits.) The writer's thread still takes the lock
+    once it is free; the write is rolled back there, and the next one begins as usual."""
+    other = _connect(Path(store.path))
+    other.execute("BEGIN IMMEDIATE")
+    tries: list[str] = []
+    await _trace(store, lambda sql: tries.append(sql) if sql == "BEGIN IMMEDIATE" else None)
+    waiting = asyncio.create_task(store.save_intake(IntakeUpdate("cancelled", {"watermark": "1"})))
+    await wait_for(lambda: len(tries) >= 2, timeout=5, what="the write waiting for the lock")
+    waiting.cancel()
+    other.execute("COMMIT")
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    await store.save_intake(IntakeUpdate("next", {"watermark": "2"}))
+    assert (await store.intake_state("next")).watermark == "2"
+    assert (await store.intake_state("cancelled")).watermark is None
+    other.close()
+
+
 async def test_a_write_gets_in_between_the_slices_of_a_page(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -155,6 +155,11 @@ def begin_immediate(conn: sqlite3.Connection, wait: float = LOCK_WAIT) -> None:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
+def _roll_back(conn: sqlite3.Connection) -> None:
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+
+
 def _in_write_transaction(conn: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
     begin_immediate(conn)
     try:
@@ -317,10 +322,11 @@ class Database:
                 await self._conn.execute("COMMIT")
                 committed = True
             finally:
-                if not committed and self._conn.in_transaction:
-                    # Cancelled or failed anywhere (even inside BEGIN or COMMIT): never leave
-                    # the writer inside a transaction, or every later write would fail.
-                    await asyncio.shield(self._conn.execute("ROLLBACK"))
+                if not committed:
+                    # Cancelled or failed anywhere (even while BEGIN waits for the lock, or in
+                    # COMMIT): never leave the writer inside a transaction, or every later
+                    # write would fail. Queued on the writer's thread, after what runs there.
+                    await asyncio.shield(self._conn._execute(_roll_back, self._conn._conn))
 
     @asynccontextmanager
     async def _read(self) -> AsyncIterator[aiosqlite.Connection]:
